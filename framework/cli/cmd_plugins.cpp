@@ -1,0 +1,50 @@
+// `hybridlab plugins list`: the positional-scheme plugins this installation finds.
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "hybridlab/plugin_host.h"
+
+namespace hybridlab::cli {
+
+void add_plugins_command(CLI::App& app) {
+  auto* plugins = app.add_subcommand("plugins", "Positional-scheme plugins");
+  plugins->require_subcommand(1);
+  struct Args {
+    std::vector<std::string> paths;
+    std::string config;
+  };
+  auto args = std::make_shared<Args>();
+  auto* list = plugins->add_subcommand(
+      "list",
+      "List the plugins found: name, version, hooks, file and description. Searches "
+      "--path folders, then HYBRIDLAB_PLUGIN_PATH, then the installation's plugin folder");
+  list->add_option("--path", args->paths, "Extra plugin folder(s) to search first");
+  list->add_option("--config", args->config, "Also search `plugins.paths` of this experiment YAML");
+  list->callback([args] {
+    std::vector<std::string> paths = args->paths;
+    if (!args->config.empty()) {
+      Config cfg = Config::load(args->config);
+      auto host = make_plugin_host(cfg);
+      for (const auto& p : host->search_path()) paths.push_back(p);
+    }
+    PluginHost host(paths);
+    const auto records = host.plugins(/*probe_hooks=*/true);
+    if (records.empty()) {
+      std::cout << "no plugins found; searched:\n";
+      for (const auto& p : host.search_path()) std::cout << "  " << p << "\n";
+      return;
+    }
+    std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "NAME", "VERSION", "HOOKS", "DESCRIPTION");
+    for (const auto& r : records) {
+      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", r.name, r.version, hook_names(r.hooks),
+                               r.description);
+      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "", "", "", r.file);
+    }
+  });
+}
+
+}  // namespace hybridlab::cli

@@ -1,0 +1,28 @@
+#pragma once
+// The CLI's subcommands. Each cli/cmd_*.cpp adds its subcommands to the app; main.cpp calls every
+// add_* below once. Callbacks throw UserError (exit 2) for bad input.
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "hybridlab/config.h"
+
+namespace hybridlab::cli {
+
+/// Loads EXPERIMENT.yaml (following `extends:`) and applies `key=value` overrides in order.
+Config load_config_with_overrides(const std::string& path,
+                                  const std::vector<std::string>& overrides);
+
+/// Reads every section of an experiment config strictly (filling Config::resolved()) and throws
+/// one ConfigError listing every problem. Implemented in validate.cpp.
+void validate_experiment_config(Config& cfg);
+
+void add_config_command(CLI::App& app);   // config show
+void add_plugins_command(CLI::App& app);  // plugins list
+void add_inspect_command(CLI::App& app);  // inspect position (positional-scheme issue)
+void add_model_command(CLI::App& app);    // model summary (layers issue)
+void add_run_commands(CLI::App& app);     // run, train, eval, sweep, report (main-job issue)
+
+}  // namespace hybridlab::cli

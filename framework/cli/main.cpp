@@ -1,0 +1,64 @@
+// hybridlab: the command-line entry point. Subcommands live in cmd_*.cpp.
+
+#include <torch/version.h>
+
+#include <ATen/Parallel.h>
+#include <fmt/core.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "hybridlab/error.h"
+#include "hybridlab/runtime.h"
+#include "hybridlab/version.h"
+
+namespace {
+
+std::string version_text() {
+  return fmt::format(
+      "hybridlab {}\nLibTorch {}\nBLAS {}\nthreads {} intra-op (of {} cores), {} inter-op\n",
+      HYBRIDLAB_VERSION, TORCH_VERSION, hybridlab::blas_backend(), at::get_num_threads(),
+      hybridlab::hardware_threads(), at::get_num_interop_threads());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hybridlab: hybrid attention / Gated DeltaNet sequence models, positional schemes as "
+      "plugins, long-context ablations.\nRun `hybridlab COMMAND --help` for each command."};
+  app.require_subcommand(1);
+  bool show_version = false;
+  app.add_flag_callback(
+      "-V,--version",
+      [&] {
+        at::set_num_threads(hybridlab::hardware_threads());
+        std::cout << version_text();
+        std::exit(0);
+      },
+      "Print the version, the LibTorch version, the BLAS backend and the thread count");
+  (void)show_version;
+
+  hybridlab::cli::add_run_commands(app);
+  hybridlab::cli::add_model_command(app);
+  hybridlab::cli::add_config_command(app);
+  hybridlab::cli::add_plugins_command(app);
+  hybridlab::cli::add_inspect_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const hybridlab::UserError& e) {
+    std::fflush(stdout);
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

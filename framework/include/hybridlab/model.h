@@ -1,0 +1,98 @@
+#pragma once
+// The language model built from the `model:` section (owned by the layers work; docs/layers.md):
+// embedding → [pre-norm block × N] → final RMSNorm → head. Each block is
+// `x + mixer(norm(x))`, then `x + mlp(norm(x))`, with the mixer (attention, gated_deltanet, ...)
+// chosen per layer by `model.layers`.
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hybridlab/config.h"
+#include "hybridlab/plugin_host.h"
+
+namespace hybridlab {
+
+struct ModelOptions;  // framework/src/model/model_options.h
+
+/// Lengths the model must serve, known from the task/eval sections.
+struct ModelBuildContext {
+  int64_t train_length = 0;  ///< task.seq_len
+  int64_t max_length = 0;    ///< longest eval length (>= train_length)
+};
+
+/// Decoding state of a whole model (one entry per layer: KV caches, recurrent states). Create with
+/// LanguageModel::new_cache(); pass to forward(tokens, cache) for prefill and for each step.
+struct DecodeCache {
+  virtual ~DecodeCache();
+  int64_t length = 0;  ///< tokens processed so far (the position of the next token)
+};
+
+/// One row of `hybridlab model summary`.
+struct LayerSummary {
+  int64_t index = 0;
+  char letter = 0;              ///< pattern letter ('A', 'G')
+  std::string mixer;            ///< mixer type name
+  std::string position;         ///< positional scheme of the layer ("-" if the mixer has none)
+  uint32_t position_hooks = 0;  ///< PositionHook mask of that scheme
+  bool overridden = false;      ///< a per-layer override applies
+  int64_t parameters =
+      0;  ///< parameters of the block (mixer + MLP + norms), shared schemes excluded
+  int64_t mixer_parameters = 0;
+  int64_t state_floats = 0;         ///< fixed decoding state per sequence (recurrent + conv)
+  int64_t kv_floats_per_token = 0;  ///< KV cache floats per cached token per sequence
+  int64_t kv_max_tokens = 0;        ///< tokens the KV cache keeps at most (window); 0 = all
+  double flops_per_token = 0;       ///< forward FLOPs per token (mixer + MLP) at the length asked
+  std::string details;
+};
+
+struct ModelSummary {
+  int64_t length = 0;  ///< the sequence length FLOPs were counted at
+  int64_t d_model = 0, vocab_size = 0;
+  bool tied_embeddings = true;
+  std::string input_position;  ///< model-level (embed hook) scheme, "" if none
+  std::vector<LayerSummary> layers;
+  int64_t total_parameters = 0;            ///< every parameter once (tied and shared ones once)
+  int64_t embedding_parameters = 0;        ///< token embedding (+ untied head)
+  int64_t shared_position_parameters = 0;  ///< schemes shared across layers (counted once)
+  double attention_share = 0;              ///< share of layers with pairwise attention
+  double position_share = 0;           ///< share of layers whose attention uses a positional hook
+  int64_t recurrent_state_floats = 0;  ///< sum of fixed per-sequence decoding state
+  int64_t kv_floats_per_token = 0;     ///< sum of KV cache floats per cached token
+  double flops_per_token = 0;          ///< forward FLOPs per token incl. the head
+};
+
+/// A causal language model over a token vocabulary.
+class LanguageModel : public torch::nn::Module {
+ public:
+  ~LanguageModel() override;
+  /// tokens [B,T] int64 → logits [B,T,vocab_size] float. Positions are 0..T-1.
+  virtual torch::Tensor forward(const torch::Tensor& tokens) = 0;
+  /// Continues `cache`: tokens [B,T] get positions cache.length .. cache.length+T-1; returns
+  /// their logits [B,T,vocab_size] and advances the cache. Prefill then one-token steps equals one
+  /// forward() over the whole sequence (tested per mixer and scheme).
+  virtual torch::Tensor forward(const torch::Tensor& tokens, DecodeCache& cache) = 0;
+  /// An empty cache for forward(tokens, cache).
+  virtual std::unique_ptr<DecodeCache> new_cache() const = 0;
+  /// The per-layer table and totals; FLOPs counted at sequence length `length`.
+  virtual ModelSummary summary(int64_t length) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t d_model() const = 0;
+};
+
+/// Reads and validates `model:` (records problems in the config; see Config::raise_errors). Keys:
+/// d_model, vocab_size, layers, attention, gated_deltanet, mlp, overrides, position, norm_eps,
+/// tie_embeddings, init_std (docs/layers.md).
+std::shared_ptr<ModelOptions> read_model_options(Section model);
+
+/// Builds the model, instantiating positional schemes through `host`. Throws ConfigError /
+/// PluginError for settings that cannot be built (e.g. an eval length past a learned table, an
+/// embed-only scheme on an attention layer).
+std::shared_ptr<LanguageModel> build_model(const ModelOptions& opts, PluginHost& host,
+                                           const ModelBuildContext& ctx);
+
+}  // namespace hybridlab

@@ -1,0 +1,77 @@
+#pragma once
+// The plugin host: finds positional-scheme plugins, checks them, and builds schemes from them.
+//
+// Search order: `plugins.paths` from the YAML, then HYBRIDLAB_PLUGIN_PATH (colon-separated), then
+// the plugin folder of this installation (<prefix>/lib/hybridlab/plugins, next to the binary's
+// ../lib). A scheme name that ends in ".so" or contains '/' is loaded from that file directly.
+//
+// Libraries stay loaded for the life of the process (boostorg/dll#68: a library linked to
+// LibTorch is never safe to unload), and every scheme object also holds a reference to its
+// library (boost.dll tutorial 8), so an object outlives any host that made it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hybridlab/position.h"
+
+namespace hybridlab {
+
+/// What `hybridlab plugins list` shows about one plugin.
+struct PluginRecord {
+  std::string name;
+  std::string version;
+  std::string description;
+  std::string file;    ///< absolute path of the .so
+  uint32_t hooks = 0;  ///< filled by probing: the hooks of a scheme built with default settings
+};
+
+class PluginHost {
+ public:
+  /// A host that searches `extra_paths` (e.g. `plugins.paths` from the YAML, relative paths
+  /// already resolved) before HYBRIDLAB_PLUGIN_PATH and the default folder. Discovery is lazy.
+  explicit PluginHost(std::vector<std::string> extra_paths = {});
+  ~PluginHost();
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  /// The folders searched, in order (existing or not).
+  std::vector<std::string> search_path() const;
+
+  /// Scans every folder in the search path for plugins and loads them. Files without the
+  /// hybridlab plugin symbol are skipped. Throws PluginError for an unreadable folder, a plugin
+  /// whose ABI does not match (both versions named), or two plugins with one name (both paths).
+  /// Idempotent.
+  void discover();
+
+  /// The plugins found by discover(), sorted by name. `probe_hooks` builds each scheme with
+  /// default settings to learn its hooks (a scheme that cannot be built so reports 0).
+  std::vector<PluginRecord> plugins(bool probe_hooks = false);
+
+  /// Builds the scheme `name_or_path` with `params` (its YAML keys besides `scheme`) and `ctx`.
+  /// Throws PluginError naming the available schemes when the name is unknown, for a file that is
+  /// not a hybridlab plugin, or when the factory throws (its message included); ConfigError for
+  /// bad or unknown params (after the factory ran, all at once).
+  std::shared_ptr<PositionScheme> create(const std::string& name_or_path, Section& params,
+                                         const PositionContext& ctx);
+
+  /// Loads and checks one plugin file; returns its record. Throws PluginError as above.
+  PluginRecord load_file(const std::string& path);
+
+  /// The default plugin folder of this installation: <dir of the
+  /// executable>/../lib/hybridlab/plugins.
+  static std::string default_plugin_dir();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hybridlab
+
+namespace hybridlab {
+/// Reads the `plugins:` section (`paths: [dir, ...]`, relative to the config file's folder) and
+/// returns a host that searches those folders first.
+std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg);
+}  // namespace hybridlab

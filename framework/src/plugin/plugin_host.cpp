@@ -1,0 +1,295 @@
+// PluginHost: discovery, ABI checks and scheme construction for positional-scheme plugins.
+
+#include "hybridlab/plugin_host.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "plugin/library_registry.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kInfoAlias = "hybridlab_plugin_info";
+constexpr const char* kFactoryAlias = "hybridlab_position_factory";
+
+bool looks_like_path(const std::string& s) {
+  return s.find('/') != std::string::npos ||
+         (s.size() > 3 && s.compare(s.size() - 3, 3, ".so") == 0);
+}
+
+// Reads the ELF symbol table without running any code of the file: is it one of ours?
+// Returns "" if so, else the reason it is not.
+std::string not_a_plugin_reason(const fs::path& file) {
+  try {
+    boost::dll::library_info info(file, true);
+    const auto symbols = info.symbols("boostdll");
+    const bool has_info = std::find(symbols.begin(), symbols.end(), kInfoAlias) != symbols.end();
+    const bool has_factory =
+        std::find(symbols.begin(), symbols.end(), kFactoryAlias) != symbols.end();
+    if (has_info && has_factory) return "";
+    return "it exports no hybridlab plugin symbols (a plugin ends with "
+           "HYBRIDLAB_POSITION_PLUGIN(...) and is built with hybridlab_add_position_plugin)";
+  } catch (const std::exception&) {
+    return "it is not a shared library";
+  }
+}
+
+struct LoadedPlugin {
+  PluginRecord record;
+  std::shared_ptr<boost::dll::shared_library> lib;
+};
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+}  // namespace
+
+struct PluginHost::Impl {
+  std::vector<std::string> extra_paths;
+  bool discovered = false;
+  std::map<std::string, LoadedPlugin> by_name;
+  std::map<std::string, std::string> name_by_file;  // canonical file -> scheme name
+
+  LoadedPlugin& load(const std::string& path);
+  void scan_folder(const std::string& dir, bool must_exist);
+};
+
+LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    throw PluginError("plugin file '" + path + "' does not exist");
+  }
+  const std::string file = fs::canonical(path, ec).string();
+  if (auto it = name_by_file.find(file); it != name_by_file.end()) return by_name.at(it->second);
+
+  if (const std::string why = not_a_plugin_reason(file); !why.empty()) {
+    throw PluginError("'" + file + "' is not a hybridlab plugin: " + why);
+  }
+  std::shared_ptr<boost::dll::shared_library> lib;
+  try {
+    lib = detail::load_library_for_process_lifetime(file);
+  } catch (const std::exception& e) {
+    throw PluginError("cannot load plugin '" + file + "': " + e.what());
+  }
+
+  // The ABI record is plain C data: check it before anything else of the plugin is called.
+  const PluginInfo& info = lib->get_alias<const PluginInfo>(kInfoAlias);
+  const PluginInfo host = host_plugin_info();
+  if (info.api_version != host.api_version) {
+    throw PluginError("plugin '" + file + "' was built for hybridlab plugin API version " +
+                      std::to_string(info.api_version) + ", this hybridlab has version " +
+                      std::to_string(host.api_version) +
+                      ": rebuild the plugin against this hybridlab");
+  }
+  if (std::string(info.torch_version) != host.torch_version) {
+    throw PluginError("plugin '" + file + "' was built against LibTorch " + info.torch_version +
+                      ", this hybridlab runs LibTorch " + host.torch_version +
+                      ": rebuild the plugin against the same LibTorch");
+  }
+  if (info.cxx11_abi != host.cxx11_abi) {
+    throw PluginError("plugin '" + file + "' was built with _GLIBCXX_USE_CXX11_ABI=" +
+                      std::to_string(info.cxx11_abi) + ", this hybridlab with " +
+                      std::to_string(host.cxx11_abi) + ": rebuild the plugin with the same flag");
+  }
+  LoadedPlugin p;
+  p.record.name = info.name;
+  p.record.version = info.version;
+  p.record.description = info.description;
+  p.record.file = file;
+  p.lib = lib;
+  if (auto it = by_name.find(p.record.name); it != by_name.end()) {
+    throw PluginError("two plugins are named '" + p.record.name + "': " + it->second.record.file +
+                      " and " + file + "; remove one or take it out of the plugin search path");
+  }
+  name_by_file[file] = p.record.name;
+  return by_name.emplace(p.record.name, std::move(p)).first->second;
+}
+
+void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    if (must_exist) throw PluginError("plugin folder '" + dir + "' does not exist");
+    return;
+  }
+  if (!fs::is_directory(dir, ec)) {
+    throw PluginError("plugin folder '" + dir + "' is not a folder");
+  }
+  fs::directory_iterator it(dir, ec);
+  if (ec || ::access(dir.c_str(), R_OK | X_OK) != 0) {
+    throw PluginError("cannot read plugin folder '" + dir +
+                      "': " + (ec ? ec.message() : std::string("permission denied")));
+  }
+  std::vector<fs::path> files;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) throw PluginError("cannot read plugin folder '" + dir + "': " + ec.message());
+    if (it->path().extension() == ".so") files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    if (!not_a_plugin_reason(f).empty()) continue;  // some other library: not ours to load
+    load(f.string());
+  }
+}
+
+PluginHost::PluginHost(std::vector<std::string> extra_paths) : impl_(std::make_unique<Impl>()) {
+  impl_->extra_paths = std::move(extra_paths);
+}
+PluginHost::~PluginHost() = default;
+
+std::string PluginHost::default_plugin_dir() {
+  std::error_code ec;
+  const fs::path exe = boost::dll::program_location(ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "lib" / "hybridlab" / "plugins")
+      .lexically_normal()
+      .string();
+}
+
+namespace {
+std::vector<std::string> env_plugin_dirs() {
+  std::vector<std::string> out;
+  const char* env = std::getenv("HYBRIDLAB_PLUGIN_PATH");
+  if (!env) return out;
+  std::string cur;
+  for (const char* c = env;; ++c) {
+    if (*c == ':' || *c == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*c == '\0') break;
+    } else {
+      cur += *c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> PluginHost::search_path() const {
+  std::vector<std::string> out = impl_->extra_paths;
+  for (const auto& d : env_plugin_dirs()) out.push_back(d);
+  const std::string def = default_plugin_dir();
+  if (!def.empty()) out.push_back(def);
+  return out;
+}
+
+void PluginHost::discover() {
+  if (impl_->discovered) return;
+  for (const auto& d : impl_->extra_paths) impl_->scan_folder(d, true);
+  for (const auto& d : env_plugin_dirs()) impl_->scan_folder(d, true);
+  impl_->scan_folder(default_plugin_dir(), false);
+  impl_->discovered = true;
+}
+
+PluginRecord PluginHost::load_file(const std::string& path) { return impl_->load(path).record; }
+
+namespace {
+PositionContext probe_context() {
+  PositionContext ctx;
+  ctx.d_model = 64;
+  ctx.n_heads = 4;
+  ctx.n_kv_heads = 4;
+  ctx.head_dim = 16;
+  ctx.train_length = 128;
+  ctx.max_length = 128;
+  ctx.layer_index = 0;
+  return ctx;
+}
+}  // namespace
+
+std::vector<PluginRecord> PluginHost::plugins(bool probe_hooks) {
+  discover();
+  std::vector<PluginRecord> out;
+  for (auto& [name, p] : impl_->by_name) {
+    if (probe_hooks) {
+      try {
+        Config empty;
+        Section params = empty.root();
+        p.record.hooks = create(p.record.file, params, probe_context())->hooks();
+      } catch (const std::exception&) {
+        p.record.hooks = 0;
+      }
+    }
+    out.push_back(p.record);
+  }
+  return out;
+}
+
+std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_path, Section& params,
+                                                   const PositionContext& ctx) {
+  LoadedPlugin* plugin = nullptr;
+  if (looks_like_path(name_or_path)) {
+    plugin = &impl_->load(name_or_path);
+  } else {
+    discover();
+    auto it = impl_->by_name.find(name_or_path);
+    if (it == impl_->by_name.end()) {
+      std::vector<std::string> names;
+      for (const auto& kv : impl_->by_name) names.push_back(kv.first);
+      const std::string near = nearest_key(name_or_path, names);
+      throw PluginError(params.location("scheme").str() + ": unknown positional scheme '" +
+                        name_or_path + "'" +
+                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                        " (available: " + (names.empty() ? "none" : join(names, ", ")) +
+                        "; searched: " + join(search_path(), ":") + ")");
+    }
+    plugin = &it->second;
+  }
+  params.accept("scheme");
+  auto& factory = plugin->lib->get_alias<PositionFactory>(kFactoryAlias);
+  std::shared_ptr<PositionScheme> made;
+  try {
+    made = factory(params, ctx);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    params.config().raise_errors();  // a bad setting recorded before the crash explains it best
+    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
+                      ") failed to build the scheme at " + params.location("").str() + ": " +
+                      e.what());
+  } catch (...) {
+    params.config().raise_errors();
+    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
+                      ") failed to build the scheme: unknown exception");
+  }
+  params.done();
+  if (!made) {
+    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
+                      ") returned no scheme");
+  }
+  // The returned pointer shares ownership with a holder that also owns the library, so the code
+  // of the object (its vtable, its deleter) outlives every use of it (boost.dll tutorial 8).
+  struct Holder {
+    std::shared_ptr<boost::dll::shared_library> lib;  // declared first: destroyed last
+    std::shared_ptr<PositionScheme> object;
+  };
+  auto holder = std::make_shared<Holder>(Holder{plugin->lib, made});
+  return std::shared_ptr<PositionScheme>(holder, holder->object.get());
+}
+
+std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg) {
+  Section s = cfg.section("plugins");
+  auto paths = s.get<std::vector<std::string>>("paths", {});
+  s.done();
+  const fs::path base =
+      cfg.file().empty() ? fs::current_path() : fs::path(cfg.file()).parent_path();
+  for (auto& p : paths) {
+    if (!fs::path(p).is_absolute()) p = (base / p).lexically_normal().string();
+  }
+  return std::make_unique<PluginHost>(paths);
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,107 @@
+// Runtime settings: threads, device, seed.
+
+#include "hybridlab/runtime.h"
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+namespace hybridlab {
+
+int hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+RuntimeOptions read_runtime_options(Section s) {
+  RuntimeOptions o;
+  // threads: "auto" (all cores) or a positive count.
+  if (s.has("threads")) {
+    const std::string t = s.get<std::string>("threads", "auto");
+    if (t == "auto") {
+      o.threads = 0;
+    } else {
+      try {
+        size_t used = 0;
+        o.threads = std::stoi(t, &used);
+        if (used != t.size()) throw std::invalid_argument(t);
+      } catch (const std::exception&) {
+        s.error("threads", "expected 'auto' or a positive integer, got '" + t + "'");
+      }
+      s.check(o.threads >= 0, "threads", "must be 'auto' or >= 1");
+    }
+  } else {
+    s.get<std::string>("threads", "auto");
+  }
+  o.interop_threads = s.get<int>("interop_threads", 0);
+  s.check(o.interop_threads >= 0, "interop_threads", "must be >= 0 (0 = LibTorch's default)");
+  o.device = s.get<std::string>("device", "cpu");
+  static const std::regex device_re("cpu|cuda(:[0-9]+)?");
+  s.check(std::regex_match(o.device, device_re), "device",
+          "expected 'cpu', 'cuda' or 'cuda:N', got '" + o.device + "'");
+  o.seed = s.get<int64_t>("seed", 0);
+  s.finish();
+  return o;
+}
+
+torch::Device runtime_device(const RuntimeOptions& opts) {
+  if (opts.device == "cpu") return torch::Device(torch::kCPU);
+  if (!torch::cuda::is_available()) {
+    throw UserError("runtime.device is '" + opts.device +
+                    "' but CUDA is not available in this build or on this machine "
+                    "(set runtime.device=cpu, or build against a CUDA LibTorch with "
+                    "-DCMAKE_PREFIX_PATH=/path/to/libtorch)");
+  }
+  torch::Device d(opts.device);
+  if (d.has_index() && d.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw UserError("runtime.device is '" + opts.device + "' but only " +
+                    std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
+  }
+  return d;
+}
+
+void apply_runtime(const RuntimeOptions& opts) {
+  runtime_device(opts);  // fail early on an absent GPU
+  at::set_num_threads(opts.threads > 0 ? opts.threads : hardware_threads());
+  if (opts.interop_threads > 0) {
+    // May only be set once per process and before inter-op work: ignore a repeated call.
+    try {
+      at::set_num_interop_threads(opts.interop_threads);
+    } catch (const std::exception&) {
+    }
+  }
+  torch::manual_seed(static_cast<uint64_t>(opts.seed));
+}
+
+std::string blas_backend() {
+  // Which BLAS is mapped into this process is what LibTorch's matmuls actually call.
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::set<std::string> libs;
+  static const std::regex blas_re(R"((/\S*(openblas|blis|mkl_rt|libmkl|libblas|atlas)\S*\.so\S*))");
+  std::smatch m;
+  while (std::getline(maps, line)) {
+    if (std::regex_search(line, m, blas_re)) libs.insert(m[1].str());
+  }
+  if (libs.empty()) return "unknown (no BLAS library mapped)";
+  std::string out;
+  for (const auto& l : libs) {
+    std::string kind = "BLAS";
+    if (l.find("openblas") != std::string::npos) {
+      kind = l.find("pthread") != std::string::npos ? "OpenBLAS (pthreads)" : "OpenBLAS";
+    } else if (l.find("mkl") != std::string::npos) {
+      kind = "MKL";
+    } else if (l.find("/blas/") != std::string::npos) {
+      kind = "reference BLAS (slow: apt-get install libopenblas0-pthread)";
+    }
+    out += (out.empty() ? "" : "; ") + kind + " " + l;
+  }
+  return out;
+}
+
+}  // namespace hybridlab

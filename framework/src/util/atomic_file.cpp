@@ -1,0 +1,58 @@
+#include "util/atomic_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "hybridlab/error.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) {
+      throw UserError("cannot create folder '" + target.parent_path().string() +
+                      "': " + ec.message());
+    }
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) {
+    throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) +
+                    " (is the folder writable?)");
+  }
+  const size_t written = std::fwrite(content.data(), 1, content.size(), f);
+  const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int saved_errno = errno;
+  std::fclose(f);
+  if (written != content.size() || !flushed) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot write '" + path + "': " + std::strerror(saved_errno) +
+                    " (disk full?); the previous file, if any, is unchanged");
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace hybridlab

