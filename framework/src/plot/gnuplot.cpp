@@ -57,7 +57,7 @@ void require_gnuplot() {
   if (!gnuplot_available()) {
     throw UserError(
         "cannot draw plots: the program 'gnuplot' was not found on PATH (install the Debian "
-        "package gnuplot-nox: apt-get install gnuplot-nox); the CSV tables were still written");
+        "package gnuplot-nox: apt-get install gnuplot-nox)");
   }
 }
 
