@@ -89,6 +89,12 @@ std::string blas_backend() {
     if (std::regex_search(line, m, blas_re)) libs.insert(m[1].str());
   }
   if (libs.empty()) return "unknown (no BLAS library mapped)";
+  // OpenBLAS is mapped as libblas, liblapack and libopenblas: name the implementation only.
+  std::set<std::string> impl;
+  for (const auto& l : libs) {
+    if (l.find("libopenblas") != std::string::npos) impl.insert(l);
+  }
+  if (!impl.empty()) libs = impl;
   std::string out;
   for (const auto& l : libs) {
     std::string kind = "BLAS";

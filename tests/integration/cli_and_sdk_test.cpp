@@ -1,0 +1,139 @@
+// The CLI as a user runs it (exit codes, one-line errors) and the plugin SDK used from outside
+// the source tree (install, find_package, build, load).
+
+#include <sys/wait.h>
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "hybridlab/plugin_host.h"
+
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;
+  std::string output;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+Result run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kCli = HYBRIDLAB_CLI;
+
+std::string temp_yaml(const std::string& name, const std::string& text) {
+  const auto dir = fs::temp_directory_path() / "hybridlab_cli_test";
+  fs::create_directories(dir);
+  const auto path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("cli: --version names LibTorch, the BLAS and the threads", "[cli]") {
+  const auto r = run(kCli + " --version");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Contains("hybridlab ") && Contains("LibTorch 1") && Contains("BLAS ") &&
+                           Contains("intra-op"));
+}
+
+TEST_CASE("cli: plugins list shows nope with its hooks and file", "[cli]") {
+  const auto r = run(kCli + " plugins list");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Contains("nope") && Contains("nope.so") && Contains("HOOKS"));
+}
+
+TEST_CASE("cli: bad input is one error line and exit code 2", "[cli]") {
+  SECTION("missing file") {
+    const auto r = run(kCli + " config show /nonexistent/exp.yaml");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Contains("error: config file '/nonexistent/exp.yaml' does not exist"));
+  }
+  SECTION("unknown key") {
+    const auto path = temp_yaml("typo.yaml", "runtime:\n  sed: 3\n");
+    const auto r = run(kCli + " config show " + path);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output,
+               Contains(path + ":2:3: runtime.sed: unknown key 'sed'; did you mean 'seed'?"));
+  }
+  SECTION("bad override") {
+    const auto path = temp_yaml("ok.yaml", "runtime: {seed: 1}\n");
+    const auto r = run(kCli + " config show " + path + " runtime.seed=abc");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Contains("runtime.seed: expected an integer, got 'abc'"));
+  }
+  SECTION("unknown subcommand") {
+    const auto r = run(kCli + " frobnicate");
+    CHECK(r.code != 0);
+  }
+}
+
+TEST_CASE("cli: config show prints the resolved config with defaults", "[cli]") {
+  const auto path = temp_yaml("show.yaml", "runtime: {seed: 5}\n");
+  const auto r = run(kCli + " config show " + path + " runtime.threads=1");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Contains("seed: 5") && Contains("threads: 1") && Contains("device: cpu"));
+}
+
+TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and loads",
+          "[sdk][slow]") {
+  const fs::path work = fs::temp_directory_path() / "hybridlab_sdk_test";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const std::string prefix = (work / "prefix").string();
+  const std::string src = std::string(HYBRIDLAB_SOURCE_DIR) + "/docs/examples/out_of_tree_plugin";
+  const std::string build = (work / "build").string();
+
+  auto install =
+      run("cmake --install " + std::string(HYBRIDLAB_BINARY_DIR) + " --prefix " + prefix);
+  INFO(install.output);
+  REQUIRE(install.code == 0);
+  CHECK(fs::exists(prefix + "/include/hybridlab/position.h"));
+  CHECK(fs::exists(prefix + "/lib/hybridlab/plugins/nope.so"));
+
+  auto configure = run("cmake -S " + src + " -B " + build +
+                       " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix);
+  INFO(configure.output);
+  REQUIRE(configure.code == 0);
+  auto compile = run("cmake --build " + build);
+  INFO(compile.output);
+  REQUIRE(compile.code == 0);
+  const std::string so = build + "/kerple_log.so";
+  REQUIRE(fs::exists(so));
+
+  // Loaded by path, then built with a setting, then its bias checked against the formula:
+  // b(i,j) = -r1 * log(1 + r2 |i-j|) with r1 = 1, r2 = 0.5.
+  hybridlab::PluginHost host({});
+  hybridlab::Config cfg = hybridlab::Config::parse("{r2_init: 0.5}", "sdk.yaml");
+  hybridlab::Section params = cfg.root();
+  hybridlab::PositionContext ctx;
+  ctx.n_heads = 2;
+  ctx.head_dim = 8;
+  auto scheme = host.create(so, params, ctx);
+  CHECK(scheme->name() == "kerple_log");
+  CHECK(scheme->hooks() == hybridlab::kHookLogitBias);
+  const auto bias = scheme->logit_bias(torch::arange(3, 6), torch::arange(0, 6));  // [2,3,6]
+  REQUIRE(bias.sizes() == torch::IntArrayRef({2, 3, 6}));
+  // q at 5, k at 1: distance 4 -> -log(1 + 2) = -1.0986
+  CHECK(bias[1][2][1].item<double>() == Approx(-std::log(3.0)).epsilon(1e-5));
+  CHECK(bias[0][0][3].item<double>() == Approx(0.0).margin(1e-6));
+
+  // And the installed CLI lists it when its folder is on HYBRIDLAB_PLUGIN_PATH.
+  const auto r =
+      run("HYBRIDLAB_PLUGIN_PATH=" + build + " " + prefix + "/bin/hybridlab plugins list");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Contains("kerple_log") && Contains("logit_bias") && Contains("nope"));
+}

@@ -1,0 +1,190 @@
+// The plugin host: discovery, ABI checks, bad plugins, lifetime, explicit paths.
+
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "hybridlab/plugin_host.h"
+#include "support/tensor_match.h"
+
+using namespace hybridlab;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kFixtures = std::string(HYBRIDLAB_BINARY_DIR) + "/test-fixtures/";
+
+PositionContext small_context() {
+  PositionContext ctx;
+  ctx.d_model = 32;
+  ctx.n_heads = 2;
+  ctx.n_kv_heads = 2;
+  ctx.head_dim = 16;
+  ctx.train_length = 16;
+  ctx.max_length = 16;
+  return ctx;
+}
+
+std::string plugin_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const PluginError& e) {
+    return e.what();
+  }
+  return "<no PluginError>";
+}
+
+std::shared_ptr<PositionScheme> build(PluginHost& host, const std::string& scheme,
+                                      const std::string& yaml = "{}") {
+  Config cfg = Config::parse(yaml, "test.yaml");
+  Section params = cfg.root();
+  return host.create(scheme, params, small_context());
+}
+}  // namespace
+
+TEST_CASE("the host discovers nope in the plugin folder and builds it", "[plugins]") {
+  PluginHost host(test::test_plugin_dirs());
+  const auto records = host.plugins(true);
+  auto it = std::find_if(records.begin(), records.end(), [](auto& r) { return r.name == "nope"; });
+  REQUIRE(it != records.end());
+  CHECK(it->version == "1.0");
+  CHECK(it->hooks == kHookNone);
+  CHECK_THAT(it->file, Contains("nope.so"));
+  auto scheme = build(host, "nope");
+  CHECK(scheme->name() == "nope");
+  CHECK(scheme->hooks() == kHookNone);
+  CHECK(scheme->parameters().empty());
+}
+
+TEST_CASE("an unknown scheme name lists the available ones", "[plugins]") {
+  PluginHost host(test::test_plugin_dirs());
+  const std::string msg = plugin_error([&] { build(host, "nopee"); });
+  CHECK_THAT(msg, Contains("unknown positional scheme 'nopee'") &&
+                      Contains("did you mean 'nope'") && Contains("available: ") &&
+                      Contains("nope"));
+}
+
+TEST_CASE("a .so that is not a hybridlab plugin is refused by name", "[plugins]") {
+  PluginHost host({});
+  const std::string so = kFixtures + "not_a_plugin/not_a_plugin.so";
+  const std::string msg = plugin_error([&] { host.load_file(so); });
+  CHECK_THAT(msg, Contains("not_a_plugin.so") && Contains("is not a hybridlab plugin"));
+  // A folder holding only foreign libraries yields no plugins and no error.
+  PluginHost scan({kFixtures + "not_a_plugin"});
+  CHECK_NOTHROW(scan.discover());
+}
+
+TEST_CASE("a file that is not a library at all is refused", "[plugins]") {
+  const auto path = fs::temp_directory_path() / "hybridlab_fake_plugin.so";
+  std::ofstream(path) << "not an ELF file";
+  PluginHost host({});
+  CHECK_THAT(plugin_error([&] { host.load_file(path.string()); }),
+             Contains("not a hybridlab plugin") && Contains("not a shared library"));
+}
+
+TEST_CASE("an ABI mismatch names both versions and never calls the factory", "[plugins]") {
+  PluginHost host({});
+  const std::string msg = plugin_error([&] { build(host, kFixtures + "bad_abi/bad_abi.so"); });
+  CHECK_THAT(msg, Contains("plugin API version 999") &&
+                      Contains("this hybridlab has version " + std::to_string(kPluginApiVersion)));
+  // The same folder on the search path fails discovery the same way.
+  PluginHost scan({kFixtures + "bad_abi"});
+  CHECK_THAT(plugin_error([&] { scan.discover(); }), Contains("999"));
+}
+
+TEST_CASE("a factory that throws is reported with its message", "[plugins]") {
+  PluginHost host({kFixtures + "throwing"});
+  const std::string msg = plugin_error([&] { build(host, "throwing"); });
+  CHECK_THAT(msg, Contains("plugin 'throwing'") && Contains("throwing.so") &&
+                      Contains("rotary tables need CUDA 99 (fixture failure)"));
+}
+
+TEST_CASE("two plugins with one name are refused with both paths", "[plugins]") {
+  PluginHost host({kFixtures + "duplicate_nope", HYBRIDLAB_TEST_PLUGIN_DIR});
+  const std::string msg = plugin_error([&] { host.discover(); });
+  CHECK_THAT(msg, Contains("two plugins are named 'nope'") && Contains("duplicate_nope.so") &&
+                      Contains(std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/nope.so"));
+}
+
+TEST_CASE("an unreadable or missing plugin folder is an error naming it", "[plugins]") {
+  const auto file = fs::temp_directory_path() / "hybridlab_not_a_folder";
+  std::ofstream(file) << "x";
+  PluginHost a({file.string()});
+  CHECK_THAT(plugin_error([&] { a.discover(); }),
+             Contains(file.string()) && Contains("not a folder"));
+  PluginHost b({"/nonexistent/hybridlab/plugins"});
+  CHECK_THAT(plugin_error([&] { b.discover(); }),
+             Contains("/nonexistent/hybridlab/plugins") && Contains("does not exist"));
+  if (::geteuid() != 0) {  // root reads any folder, so this part needs an ordinary user
+    const auto dir = fs::temp_directory_path() / "hybridlab_locked_plugins";
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::none);
+    PluginHost c({dir.string()});
+    CHECK_THAT(plugin_error([&] { c.discover(); }), Contains("cannot read plugin folder"));
+    fs::permissions(dir, fs::perms::owner_all);
+  }
+}
+
+TEST_CASE("a scheme outlives the host that made it", "[plugins]") {
+  std::shared_ptr<PositionScheme> scheme;
+  {
+    PluginHost host(test::test_plugin_dirs());
+    scheme = build(host, "nope");
+  }                                 // host and its map of libraries are gone
+  CHECK(scheme->name() == "nope");  // virtual calls still reach the plugin's code
+  CHECK(scheme->hooks() == kHookNone);
+  auto copy = scheme;
+  scheme.reset();
+  CHECK(copy->name() == "nope");
+  copy.reset();  // the plugin's deleter runs with its library still loaded
+  SUCCEED();
+}
+
+TEST_CASE("an explicit .so path works as a scheme name", "[plugins]") {
+  PluginHost host({});
+  auto scheme = build(host, std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/nope.so");
+  CHECK(scheme->name() == "nope");
+  CHECK_THAT(plugin_error([&] { build(host, "/nonexistent/x.so"); }), Contains("does not exist"));
+}
+
+TEST_CASE("HYBRIDLAB_PLUGIN_PATH is searched", "[plugins]") {
+  ::setenv("HYBRIDLAB_PLUGIN_PATH", (kFixtures + "throwing:" + kFixtures + "not_a_plugin").c_str(),
+           1);
+  PluginHost host({});
+  const auto path = host.search_path();
+  ::unsetenv("HYBRIDLAB_PLUGIN_PATH");
+  REQUIRE(path.size() >= 2);
+  CHECK(path[0] == kFixtures + "throwing");
+  CHECK(path[1] == kFixtures + "not_a_plugin");
+  ::setenv("HYBRIDLAB_PLUGIN_PATH", (kFixtures + "throwing").c_str(), 1);
+  PluginHost host2({});
+  const auto records = host2.plugins();
+  ::unsetenv("HYBRIDLAB_PLUGIN_PATH");
+  CHECK(std::any_of(records.begin(), records.end(), [](auto& r) { return r.name == "throwing"; }));
+}
+
+TEST_CASE("unknown scheme parameters are config errors with a suggestion", "[plugins]") {
+  PluginHost host(test::test_plugin_dirs());
+  try {
+    build(host, "nope", "{scheme: nope, rope_theta: 10000}");
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("test.yaml:1:16: rope_theta: unknown key"));
+  }
+}
+
+TEST_CASE("plugins.paths in the YAML are searched relative to the file", "[plugins]") {
+  const auto dir = fs::temp_directory_path() / "hybridlab_paths_test";
+  fs::create_directories(dir);
+  const auto yaml = dir / "exp.yaml";
+  std::ofstream(yaml) << "plugins:\n  paths: [" << kFixtures << "throwing, local_plugins]\n";
+  Config cfg = Config::load(yaml.string());
+  auto host = make_plugin_host(cfg);
+  const auto path = host->search_path();
+  REQUIRE(path.size() >= 2);
+  CHECK(path[0] == kFixtures + "throwing");
+  CHECK(path[1] == (dir / "local_plugins").string());
+}
