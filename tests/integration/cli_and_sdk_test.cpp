@@ -116,7 +116,7 @@ TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and l
 
   // Loaded by path, then built with a setting, then its bias checked against the formula:
   // b(i,j) = -r1 * log(1 + r2 |i-j|) with r1 = 1, r2 = 0.5.
-  hybridlab::PluginHost host({});
+  hybridlab::PluginHost host;
   hybridlab::Config cfg = hybridlab::Config::parse("{r2_init: 0.5}", "sdk.yaml");
   hybridlab::Section params = cfg.root();
   hybridlab::PositionContext ctx;

@@ -68,7 +68,7 @@ TEST_CASE("an unknown scheme name lists the available ones", "[plugins]") {
 }
 
 TEST_CASE("a .so that is not a hybridlab plugin is refused by name", "[plugins]") {
-  PluginHost host({});
+  PluginHost host;
   const std::string so = kFixtures + "not_a_plugin/not_a_plugin.so";
   const std::string msg = plugin_error([&] { host.load_file(so); });
   CHECK_THAT(msg, Contains("not_a_plugin.so") && Contains("is not a hybridlab plugin"));
@@ -80,13 +80,13 @@ TEST_CASE("a .so that is not a hybridlab plugin is refused by name", "[plugins]"
 TEST_CASE("a file that is not a library at all is refused", "[plugins]") {
   const auto path = fs::temp_directory_path() / "hybridlab_fake_plugin.so";
   std::ofstream(path) << "not an ELF file";
-  PluginHost host({});
+  PluginHost host;
   CHECK_THAT(plugin_error([&] { host.load_file(path.string()); }),
              Contains("not a hybridlab plugin") && Contains("not a shared library"));
 }
 
 TEST_CASE("an ABI mismatch names both versions and never calls the factory", "[plugins]") {
-  PluginHost host({});
+  PluginHost host;
   const std::string msg = plugin_error([&] { build(host, kFixtures + "bad_abi/bad_abi.so"); });
   CHECK_THAT(msg, Contains("plugin API version 999") &&
                       Contains("this hybridlab has version " + std::to_string(kPluginApiVersion)));
@@ -144,7 +144,7 @@ TEST_CASE("a scheme outlives the host that made it", "[plugins]") {
 }
 
 TEST_CASE("an explicit .so path works as a scheme name", "[plugins]") {
-  PluginHost host({});
+  PluginHost host;
   auto scheme = build(host, std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/nope.so");
   CHECK(scheme->name() == "nope");
   CHECK_THAT(plugin_error([&] { build(host, "/nonexistent/x.so"); }), Contains("does not exist"));
@@ -153,14 +153,14 @@ TEST_CASE("an explicit .so path works as a scheme name", "[plugins]") {
 TEST_CASE("HYBRIDLAB_PLUGIN_PATH is searched", "[plugins]") {
   ::setenv("HYBRIDLAB_PLUGIN_PATH", (kFixtures + "throwing:" + kFixtures + "not_a_plugin").c_str(),
            1);
-  PluginHost host({});
+  PluginHost host;
   const auto path = host.search_path();
   ::unsetenv("HYBRIDLAB_PLUGIN_PATH");
   REQUIRE(path.size() >= 2);
   CHECK(path[0] == kFixtures + "throwing");
   CHECK(path[1] == kFixtures + "not_a_plugin");
   ::setenv("HYBRIDLAB_PLUGIN_PATH", (kFixtures + "throwing").c_str(), 1);
-  PluginHost host2({});
+  PluginHost host2;
   const auto records = host2.plugins();
   ::unsetenv("HYBRIDLAB_PLUGIN_PATH");
   CHECK(std::any_of(records.begin(), records.end(), [](auto& r) { return r.name == "throwing"; }));
