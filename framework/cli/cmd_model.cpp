@@ -1,6 +1,124 @@
-// Placeholder: filled in by its issue.
+// `hybridlab model summary EXP.yaml [key=value ...]`: the layer table of the model an experiment
+// describes, its totals, its attention and position shares, its decoding state and its FLOPs.
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <memory>
+
 #include "commands.h"
+#include "hybridlab/model.h"
+#include "hybridlab/plugin_host.h"
+#include "hybridlab/position.h"
 
 namespace hybridlab::cli {
-void add_model_command(CLI::App& /*app*/) {}
+
+namespace {
+
+// task.seq_len and the longest eval length, read without validating the rest of the file.
+ModelBuildContext lengths_from(const Config& cfg) {
+  ModelBuildContext ctx;
+  const YAML::Node seq = cfg.lookup("task.seq_len");
+  if (seq.IsDefined() && seq.IsScalar()) ctx.train_length = seq.as<int64_t>();
+  ctx.max_length = ctx.train_length;
+  const YAML::Node lengths = cfg.lookup("eval.lengths");
+  if (lengths.IsDefined() && lengths.IsSequence()) {
+    for (const auto& n : lengths) ctx.max_length = std::max(ctx.max_length, n.as<int64_t>());
+  }
+  return ctx;
+}
+
+std::string count(double v) {
+  if (v >= 1e9) return fmt::format("{:.2f}G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}K", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+std::string bytes(double floats) {
+  const double b = floats * 4;
+  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
+  return fmt::format("{:.1f} KiB", b / 1024);
+}
+
+void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ostream& out) {
+  std::string letters;
+  for (const auto& l : s.layers) letters += l.letter;
+  out << fmt::format(
+      "model: d_model {}, vocab_size {}, {} layers \"{}\", {} embeddings, input "
+      "position: {}\n\n",
+      s.d_model, s.vocab_size, s.layers.size(), letters, s.tied_embeddings ? "tied" : "untied",
+      s.input_position.empty() ? "none" : s.input_position);
+  out << fmt::format("{:>5}  {:<15} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}\n", "layer",
+                     "mixer", "position", "hooks", "params", "state", "kv/token", "FLOP/token",
+                     "details");
+  for (const auto& l : s.layers) {
+    out << fmt::format(
+        "{:>5}  {:<15} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
+        std::string(1, l.letter) + " " + l.mixer, l.position,
+        l.mixer == "attention" || l.position_hooks ? hook_names(l.position_hooks) : "-",
+        count(static_cast<double>(l.parameters)), count(static_cast<double>(l.state_floats)),
+        count(static_cast<double>(l.kv_floats_per_token)), count(l.flops_per_token), l.details,
+        l.overridden ? " (override)" : "");
+  }
+  const size_t n = s.layers.size();
+  size_t attention = 0, positional = 0;
+  for (const auto& l : s.layers) {
+    attention += l.mixer == "attention" ? 1 : 0;
+    positional += l.position_hooks ? 1 : 0;
+  }
+  out << "\n";
+  out << fmt::format("parameters        {} ({} total; embedding{} {}; shared position {})\n",
+                     count(static_cast<double>(s.total_parameters)), s.total_parameters,
+                     s.tied_embeddings ? " (tied head)" : " + head", s.embedding_parameters,
+                     s.shared_position_parameters);
+  out << fmt::format("attention share   {:.1f}% ({} of {} layers use pairwise attention)\n",
+                     100 * s.attention_share, attention, n);
+  out << fmt::format("position share    {:.1f}% ({} of {} layers apply a positional hook){}\n",
+                     100 * s.position_share, positional, n,
+                     s.input_position.empty() ? "" : "; input scheme " + s.input_position);
+  out << fmt::format("recurrent state   {} floats per sequence ({} fp32), fixed\n",
+                     s.recurrent_state_floats,
+                     bytes(static_cast<double>(s.recurrent_state_floats)));
+  out << fmt::format("KV cache          {} floats per token per sequence ({} per 1K tokens fp32)\n",
+                     s.kv_floats_per_token, bytes(1024.0 * s.kv_floats_per_token));
+  out << fmt::format("FLOPs per token   {} forward at length {}{} (training ~3x: {})\n",
+                     count(s.flops_per_token), s.length,
+                     ctx.train_length > 0 && s.length == ctx.train_length ? " (task.seq_len)" : "",
+                     count(3 * s.flops_per_token));
+}
+
+}  // namespace
+
+void add_model_command(CLI::App& app) {
+  auto* model = app.add_subcommand("model", "Inspect the model an experiment describes");
+  model->require_subcommand(1);
+  struct Args {
+    std::string file;
+    std::vector<std::string> overrides;
+    int64_t length = 0;
+  };
+  auto args = std::make_shared<Args>();
+  auto* summary = model->add_subcommand(
+      "summary",
+      "Per-layer table (mixer, positional scheme, parameters, state, FLOPs), totals, attention "
+      "share, position share, recurrent state size and FLOPs per token at the training length");
+  summary->add_option("experiment", args->file, "Experiment YAML file")->required();
+  summary->add_option("overrides", args->overrides, "Dotted overrides, e.g. model.d_model=512");
+  summary->add_option("--length", args->length,
+                      "Count FLOPs at this length (default: task.seq_len, else 2048)");
+  summary->callback([args] {
+    Config cfg = load_config_with_overrides(args->file, args->overrides);
+    auto opts = read_model_options(cfg.section("model"));
+    cfg.raise_errors();
+    const ModelBuildContext ctx = lengths_from(cfg);
+    auto host = make_plugin_host(cfg);
+    auto built = build_model(*opts, *host, ctx);
+    const int64_t length =
+        args->length > 0 ? args->length : (ctx.train_length > 0 ? ctx.train_length : 2048);
+    print_summary(built->summary(length), ctx, std::cout);
+  });
+}
+
 }  // namespace hybridlab::cli

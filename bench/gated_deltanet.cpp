@@ -1,0 +1,127 @@
+// Gated DeltaNet forward: the chunkwise-parallel (WY/UT) form against the recurrent form at
+// T = 512, 2048, 8192 (d_model 256, 4 heads, head_dim 64, expand_v 2, chunk 64), under
+// InferenceMode on one thread, plus this machine's sgemm rate measured in the same run.
+// BM_Summary (last) reports the derived figures as counters: chunked speed-up over recurrent at
+// each T, linearity time(8192)/time(2048) and the chunked GFLOP/s as a fraction of sgemm GFLOP/s.
+
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "layers/gated_deltanet.h"
+
+namespace {
+
+using hybridlab::GatedDeltaNet;
+using hybridlab::GatedDeltaNetOptions;
+
+GatedDeltaNetOptions options(const std::string& mode) {
+  GatedDeltaNetOptions o;
+  o.n_heads = 4;
+  o.head_dim = 64;
+  o.expand_v = 2.0;
+  o.chunk_size = 64;
+  o.mode = mode;
+  return o;
+}
+
+void BM_GdnForward(benchmark::State& state, const std::string& mode) {
+  const int64_t T = state.range(0);
+  c10::InferenceMode guard;
+  torch::manual_seed(0);
+  GatedDeltaNet layer(options(mode), 256);
+  const torch::Tensor x = torch::randn({1, T, 256});
+  const torch::Tensor pos = torch::arange(T);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(layer.forward(x, pos, nullptr));
+  }
+  const double flops = layer.info(T).flops_per_token * static_cast<double>(T);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP_per_s"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Seconds per call of f: at least min_calls calls and min_seconds of wall time after a warm-up.
+// BM_Summary times the cases itself because Google Benchmark does not hand one benchmark's
+// timings to another.
+double seconds_per_call(const std::function<void()>& f, int min_calls, double min_seconds) {
+  f();  // warm-up
+  int calls = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (calls < min_calls || elapsed < min_seconds) {
+    f();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed / calls;
+}
+
+void BM_Sgemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  c10::InferenceMode guard;
+  const torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
+  for (auto _ : state) benchmark::DoNotOptimize(torch::mm(a, b));
+  state.counters["GFLOP_per_s"] =
+      benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Summary(benchmark::State& state) {
+  c10::InferenceMode guard;
+  torch::manual_seed(0);
+  GatedDeltaNet chunk(options("chunk"), 256), rec(options("recurrent"), 256);
+  std::map<std::string, double> t;
+  for (int64_t T : {512, 2048, 8192}) {
+    const torch::Tensor x = torch::randn({1, T, 256});
+    const torch::Tensor pos = torch::arange(T);
+    t["chunk/" + std::to_string(T)] =
+        seconds_per_call([&] { chunk.forward(x, pos, nullptr); }, 3, 0.5);
+    t["recurrent/" + std::to_string(T)] =
+        seconds_per_call([&] { rec.forward(x, pos, nullptr); }, 1, 0.5);
+  }
+  const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  const double sgemm_s = seconds_per_call([&] { torch::mm(a, b); }, 5, 0.5);
+  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / sgemm_s / 1e9;
+  const double chunk_gflops = chunk.info(8192).flops_per_token * 8192 / t["chunk/8192"] / 1e9;
+  for (auto _ : state) benchmark::DoNotOptimize(sgemm_gflops);
+  for (int64_t T : {512, 2048, 8192}) {
+    const std::string s = std::to_string(T);
+    state.counters["speedup_T" + s] = t["recurrent/" + s] / t["chunk/" + s];
+    state.counters["chunk_ms_T" + s] = 1e3 * t["chunk/" + s];
+    state.counters["recurrent_ms_T" + s] = 1e3 * t["recurrent/" + s];
+  }
+  state.counters["linearity_8192_over_2048"] = t["chunk/8192"] / t["chunk/2048"];
+  state.counters["chunk_GFLOP_per_s_T8192"] = chunk_gflops;
+  state.counters["sgemm_GFLOP_per_s"] = sgemm_gflops;
+  state.counters["chunk_fraction_of_sgemm"] = chunk_gflops / sgemm_gflops;
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_GdnForward, chunk, std::string("chunk"))
+    ->Arg(512)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GdnForward, recurrent, std::string("recurrent"))
+    ->Arg(512)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Sgemm)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Summary)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+int main(int argc, char** argv) {
+  at::set_num_threads(1);  // one core: stable figures on a shared machine; sgemm alike
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

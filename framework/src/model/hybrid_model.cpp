@@ -1,0 +1,191 @@
+#include "model/hybrid_model.h"
+
+#include <torch/torch.h>
+
+#include "hybridlab/error.h"
+#include "layers/attention.h"
+
+namespace hybridlab {
+
+DecodeCache::~DecodeCache() = default;
+LanguageModel::~LanguageModel() = default;
+
+namespace {
+
+struct HybridCache : DecodeCache {
+  std::vector<std::unique_ptr<MixerCache>> layers;
+};
+
+int64_t count_parameters(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+// A scheme's trained-length limit against the lengths the model must serve.
+void check_scheme_length(const PositionScheme& scheme, const PositionSpec& spec,
+                         const ModelBuildContext& ctx) {
+  const int64_t limit = scheme.max_length();
+  const int64_t need = std::max(ctx.max_length, ctx.train_length);
+  if (limit > 0 && need > limit) {
+    throw ConfigError(spec.where.str() + ": " + spec.path + ".scheme: scheme '" + scheme.name() +
+                      "' encodes at most " + std::to_string(limit) +
+                      " positions but the model must serve " + std::to_string(need) +
+                      " (task.seq_len / eval.lengths); raise the scheme's length or shorten the "
+                      "eval lengths");
+  }
+}
+
+}  // namespace
+
+Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidden, double eps) {
+  mixer = register_module("mixer", std::move(mixer_in));
+  mixer_norm = register_module("mixer_norm", std::make_shared<RMSNorm>(d_model, eps));
+  mlp_norm = register_module("mlp_norm", std::make_shared<RMSNorm>(d_model, eps));
+  mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, mlp_hidden));
+}
+
+torch::Tensor Block::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                             MixerCache* cache) {
+  const torch::Tensor h = x + mixer->forward(mixer_norm->forward(x), positions, cache);
+  return h + mlp->forward(mlp_norm->forward(h));
+}
+
+HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const ModelBuildContext& ctx)
+    : opts_(opts) {
+  const int64_t D = opts.d_model, V = opts.vocab_size;
+  embedding = register_module("embedding", torch::nn::Embedding(V, D));
+  {
+    torch::NoGradGuard no_grad;
+    embedding->weight.normal_(0.0, opts.init_std);
+  }
+  if (!opts.tie_embeddings) {
+    head_weight = register_parameter("head_weight", torch::randn({V, D}) * opts.init_std);
+  }
+  if (opts.position) {
+    PositionContext pc;
+    pc.d_model = D;
+    pc.train_length = ctx.train_length;
+    pc.max_length = ctx.max_length;
+    pc.layer_index = -1;
+    input_position = build_position_scheme(*opts.position, host, pc);
+    if (!(input_position->hooks() & kHookEmbed)) {
+      throw ConfigError(opts.position->where.str() + ": " + opts.position->path +
+                        ".scheme: scheme '" + input_position->name() +
+                        "' has no embed hook (it has: " + hook_names(input_position->hooks()) +
+                        "); set it under model.attention.position instead");
+    }
+    check_scheme_length(*input_position, *opts.position, ctx);
+    register_module("input_position", input_position);
+  }
+  SharedSchemes shared;
+  const int64_t hidden = mlp_hidden_size(opts.mlp, D);
+  for (size_t i = 0; i < opts.layers.size(); ++i) {
+    const LayerSpec& spec = opts.layers[i];
+    MixerBuildContext mc;
+    mc.d_model = D;
+    mc.layer_index = static_cast<int64_t>(i);
+    mc.host = &host;
+    mc.lengths = ctx;
+    mc.shared = &shared;
+    std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, mc);
+    blocks_.push_back(register_module("layers_" + std::to_string(i),
+                                      std::make_shared<Block>(mixer, D, hidden, opts.norm_eps)));
+  }
+  // Schemes shared across layers are registered once, here, so the optimizer sees them once.
+  for (const auto& [key, scheme] : shared.by_key) {
+    shared_schemes_.push_back(
+        register_module("shared_position_" + std::to_string(shared_schemes_.size()), scheme));
+  }
+  for (const auto& block : blocks_) {
+    if (auto* attention = dynamic_cast<Attention*>(block->mixer.get())) {
+      check_scheme_length(*attention->scheme(), attention->options().position, ctx);
+    }
+  }
+  final_norm = register_module("final_norm", std::make_shared<RMSNorm>(D, opts.norm_eps));
+}
+
+torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache) {
+  TORCH_CHECK(tokens.dim() == 2, "model: tokens must be [B,T], got ", tokens.sizes());
+  const int64_t T = tokens.size(1);
+  const torch::Tensor positions = torch::arange(
+      start, start + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  torch::Tensor x = embedding(tokens);
+  if (input_position) x = input_position->embed(x, positions);
+  auto* hc = static_cast<HybridCache*>(cache);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr);
+  }
+  x = final_norm->forward(x);
+  return torch::linear(x, head_weight.defined() ? head_weight : embedding->weight);
+}
+
+torch::Tensor HybridModel::forward(const torch::Tensor& tokens) { return run(tokens, 0, nullptr); }
+
+torch::Tensor HybridModel::forward(const torch::Tensor& tokens, DecodeCache& cache) {
+  auto* hc = dynamic_cast<HybridCache*>(&cache);
+  TORCH_CHECK(hc && hc->layers.size() == blocks_.size(),
+              "model: the cache was not made by this model's new_cache()");
+  torch::Tensor logits = run(tokens, cache.length, hc);
+  cache.length += tokens.size(1);
+  return logits;
+}
+
+std::unique_ptr<DecodeCache> HybridModel::new_cache() const {
+  auto cache = std::make_unique<HybridCache>();
+  for (const auto& block : blocks_) cache->layers.push_back(block->mixer->make_cache());
+  return cache;
+}
+
+ModelSummary HybridModel::summary(int64_t length) const {
+  ModelSummary s;
+  s.length = length;
+  s.d_model = opts_.d_model;
+  s.vocab_size = opts_.vocab_size;
+  s.tied_embeddings = opts_.tie_embeddings;
+  s.input_position = input_position ? input_position->name() : "";
+  s.total_parameters = count_parameters(*this);
+  s.embedding_parameters =
+      embedding->weight.numel() + (head_weight.defined() ? head_weight.numel() : 0);
+  for (const auto& scheme : shared_schemes_)
+    s.shared_position_parameters += count_parameters(*scheme);
+  int64_t pairwise = 0, positional = 0;
+  const int64_t hidden = mlp_hidden_size(opts_.mlp, opts_.d_model);
+  const double mlp_flops = 2.0 * 3.0 * static_cast<double>(opts_.d_model) * hidden;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = *blocks_[i];
+    const MixerInfo info = b.mixer->info(length);
+    LayerSummary l;
+    l.index = static_cast<int64_t>(i);
+    l.letter = opts_.layers[i].type->letter;
+    l.mixer = opts_.layers[i].type->name;
+    l.overridden = opts_.layers[i].overridden;
+    l.position = info.position;
+    l.position_hooks = info.position_hooks;
+    l.parameters = count_parameters(b);
+    l.mixer_parameters = count_parameters(*b.mixer);
+    l.state_floats = info.state_floats;
+    l.kv_floats_per_token = info.kv_floats_per_token;
+    l.kv_max_tokens = info.kv_max_tokens;
+    l.flops_per_token = info.flops_per_token + mlp_flops;
+    l.details = info.details;
+    pairwise += info.pairwise ? 1 : 0;
+    positional += info.position_hooks != 0 ? 1 : 0;
+    s.recurrent_state_floats += l.state_floats;
+    s.kv_floats_per_token += l.kv_floats_per_token;
+    s.flops_per_token += l.flops_per_token;
+    s.layers.push_back(l);
+  }
+  const double n = static_cast<double>(std::max<size_t>(blocks_.size(), 1));
+  s.attention_share = pairwise / n;
+  s.position_share = positional / n;
+  s.flops_per_token += 2.0 * opts_.d_model * opts_.vocab_size;  // head
+  return s;
+}
+
+std::shared_ptr<LanguageModel> build_model(const ModelOptions& opts, PluginHost& host,
+                                           const ModelBuildContext& ctx) {
+  return std::make_shared<HybridModel>(opts, host, ctx);
+}
+
+}  // namespace hybridlab

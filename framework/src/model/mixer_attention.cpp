@@ -1,0 +1,53 @@
+// The `attention` mixer type (letter A): options from `model.attention`, one positional scheme per
+// layer (or one shared instance for schemes that ask for it).
+
+#include "layers/attention.h"
+#include "model/mixer.h"
+
+namespace hybridlab {
+
+namespace {
+
+std::shared_ptr<Mixer> build_attention(const std::any& any_opts, const MixerBuildContext& ctx) {
+  const auto& opts = std::any_cast<const AttentionOptions&>(any_opts);
+  PositionContext pc;
+  pc.d_model = ctx.d_model;
+  pc.n_heads = opts.n_heads;
+  pc.n_kv_heads = resolved_kv_heads(opts);
+  pc.head_dim = resolved_head_dim(opts, ctx.d_model);
+  pc.causal = opts.causal;
+  pc.train_length = ctx.lengths.train_length;
+  pc.max_length = ctx.lengths.max_length;
+  pc.layer_index = ctx.layer_index;
+  std::shared_ptr<PositionScheme> scheme = build_position_scheme(opts.position, *ctx.host, pc);
+  bool shared = false;
+  if (scheme->shared_across_layers() && ctx.shared) {
+    // Layers with the same settings (scheme, params, head layout) use one instance.
+    const std::string key = opts.position.key() + "|H=" + std::to_string(pc.n_heads) +
+                            "|Hkv=" + std::to_string(pc.n_kv_heads) +
+                            "|Dh=" + std::to_string(pc.head_dim) +
+                            (pc.causal ? "|causal" : "|bidir");
+    auto [it, inserted] = ctx.shared->by_key.emplace(key, scheme);
+    if (!inserted) scheme = it->second;
+    shared = true;
+  }
+  return std::make_shared<Attention>(opts, ctx.d_model, scheme, /*register_scheme=*/!shared);
+}
+
+}  // namespace
+
+MixerType attention_mixer_type() {
+  MixerType t;
+  t.name = "attention";
+  t.letter = 'A';
+  t.description =
+      "multi-head softmax attention (GQA, window, qk-norm, output gate, positional hooks)";
+  t.read = [](Section s, const ModelDims& dims, const std::any* base) -> std::any {
+    return read_attention_options(s, dims.d_model,
+                                  base ? &std::any_cast<const AttentionOptions&>(*base) : nullptr);
+  };
+  t.build = build_attention;
+  return t;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,24 @@
+// The `gated_deltanet` mixer type (letter G): options from `model.gated_deltanet`.
+
+#include "layers/gated_deltanet.h"
+#include "model/mixer.h"
+
+namespace hybridlab {
+
+MixerType gated_deltanet_mixer_type() {
+  MixerType t;
+  t.name = "gated_deltanet";
+  t.letter = 'G';
+  t.description = "Gated DeltaNet (Yang, Kautz & Hatamizadeh, ICLR 2025)";
+  t.read = [](Section s, const ModelDims& dims, const std::any* base) -> std::any {
+    return read_gated_deltanet_options(
+        s, dims.d_model, base ? &std::any_cast<const GatedDeltaNetOptions&>(*base) : nullptr);
+  };
+  t.build = [](const std::any& opts, const MixerBuildContext& ctx) -> std::shared_ptr<Mixer> {
+    return std::make_shared<GatedDeltaNet>(std::any_cast<const GatedDeltaNetOptions&>(opts),
+                                           ctx.d_model);
+  };
+  return t;
+}
+
+}  // namespace hybridlab

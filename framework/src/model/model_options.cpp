@@ -1,0 +1,126 @@
+// read_model_options: the `model:` section, the layer pattern and the per-layer overrides.
+
+#include <map>
+
+#include "model/model_options.h"
+
+namespace hybridlab {
+
+namespace {
+
+// Parses an override key: a layer index, negative from the end (-1 = last layer).
+bool parse_index(const std::string& text, int64_t& out) {
+  if (text.empty()) return false;
+  size_t used = 0;
+  try {
+    out = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == text.size();
+}
+
+}  // namespace
+
+std::shared_ptr<ModelOptions> read_model_options(Section s) {
+  auto o = std::make_shared<ModelOptions>();
+  const MixerRegistry& registry = MixerRegistry::instance();
+  o->d_model = s.get<int64_t>("d_model", o->d_model);
+  o->vocab_size = s.get<int64_t>("vocab_size", o->vocab_size);
+  o->norm_eps = s.get<double>("norm_eps", o->norm_eps);
+  o->tie_embeddings = s.get<bool>("tie_embeddings", o->tie_embeddings);
+  o->init_std = s.get<double>("init_std", o->init_std);
+  s.check(o->d_model > 0, "d_model", "must be > 0");
+  s.check(o->vocab_size > 0, "vocab_size", "must be > 0");
+  s.check(o->norm_eps > 0, "norm_eps", "must be > 0");
+  s.check(o->init_std > 0, "init_std", "must be > 0");
+  if (o->d_model <= 0) o->d_model = 1;  // keep the checks below meaningful after an error
+  o->mlp = read_mlp_options(s.child("mlp"));
+  if (s.has("position")) o->position = read_position_spec(s.child("position"));
+
+  // ---- the layer letters: {pattern, repeat}, a string, or an explicit list
+  std::vector<const MixerType*> types;
+  auto add = [&](const std::string& item, Section& where, const std::string& key) {
+    const MixerType* t = registry.find(item);
+    if (!t) {
+      where.error(key, "'" + item + "' names no mixer; known: " + registry.names());
+      return;
+    }
+    types.push_back(t);
+  };
+  const YAML::Node layers_node = s.node().IsMap() ? s.node()["layers"] : YAML::Node();
+  if (!s.has("layers")) {
+    s.get<std::string>("layers", "GGGA");
+    for (char c : std::string("GGGA")) types.push_back(registry.find(std::string(1, c)));
+  } else if (layers_node.IsSequence()) {
+    for (const std::string& item : s.get<std::vector<std::string>>("layers", {}))
+      add(item, s, "layers");
+  } else if (layers_node.IsScalar()) {
+    for (char c : s.get<std::string>("layers", "")) add(std::string(1, c), s, "layers");
+  } else {
+    Section ls = s.child("layers");
+    const std::string pattern = ls.required<std::string>("pattern");
+    const int64_t repeat = ls.get<int64_t>("repeat", 1);
+    ls.check(repeat >= 1, "repeat", "must be >= 1");
+    ls.finish();
+    for (int64_t r = 0; r < std::max<int64_t>(repeat, 1); ++r) {
+      for (size_t i = 0; i < pattern.size(); ++i) {
+        const MixerType* t = registry.find(std::string(1, pattern[i]));
+        if (!t) {
+          if (r == 0) {
+            ls.error("pattern", "letter '" + std::string(1, pattern[i]) + "' (character " +
+                                    std::to_string(i + 1) + " of \"" + pattern +
+                                    "\") names no mixer; known letters: " + registry.names());
+          }
+          continue;
+        }
+        types.push_back(t);
+      }
+    }
+  }
+  s.check(!types.empty() || !s.config().errors().empty(), "layers",
+          "the model needs at least one layer");
+
+  // ---- base options of each mixer type used (or configured)
+  const ModelDims dims{o->d_model};
+  std::map<const MixerType*, std::any> base;
+  for (const MixerType& t : registry.types()) {
+    bool used = false;
+    for (const MixerType* u : types) used = used || u == &t;
+    if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);
+  }
+  for (const MixerType* t : types) {
+    o->layers.push_back(LayerSpec{t, base[t], false});
+    o->layers_text += t->letter;
+  }
+
+  // ---- per-layer overrides
+  if (s.has("overrides")) {
+    Section ov = s.child("overrides");
+    const int64_t n = static_cast<int64_t>(o->layers.size());
+    for (const std::string& key : ov.keys()) {
+      int64_t index = 0;
+      if (!parse_index(key, index)) {
+        ov.accept(key);
+        ov.error(key, "override keys are layer indices (0.." + std::to_string(n - 1) +
+                          ", or negative from the end), got '" + key + "'");
+        continue;
+      }
+      const int64_t at = index < 0 ? n + index : index;
+      if (at < 0 || at >= n) {
+        ov.accept(key);
+        ov.error(key, "override index " + key + " is past the last layer: the model has " +
+                          std::to_string(n) + " layers (indices 0.." + std::to_string(n - 1) + ")");
+        continue;
+      }
+      LayerSpec& layer = o->layers[static_cast<size_t>(at)];
+      layer.options = layer.type->read(ov.child(key), dims, &layer.options);
+      layer.overridden = true;
+    }
+    ov.finish();
+  }
+  s.finish();
+  return o;
+}
+
+}  // namespace hybridlab

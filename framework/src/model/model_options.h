@@ -1,0 +1,37 @@
+#pragma once
+// ModelOptions: the `model:` section read by read_model_options (model_options.cpp).
+
+#include <any>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hybridlab/model.h"
+#include "layers/mlp.h"
+#include "model/mixer.h"
+#include "model/position_spec.h"
+
+namespace hybridlab {
+
+/// One layer of the graph: its mixer type and that mixer's options (base options of the type with
+/// this layer's override applied).
+struct LayerSpec {
+  const MixerType* type = nullptr;
+  std::any options;  ///< what type->read returned (AttentionOptions, GatedDeltaNetOptions, ...)
+  bool overridden = false;
+};
+
+struct ModelOptions {
+  int64_t d_model = 256;
+  int64_t vocab_size = 256;
+  std::vector<LayerSpec> layers;
+  MlpOptions mlp;
+  double norm_eps = 1e-5;                ///< eps of the block and final RMSNorms
+  bool tie_embeddings = true;            ///< the head reuses the token embedding matrix
+  double init_std = 0.02;                ///< std of the token embedding (and untied head) init
+  std::optional<PositionSpec> position;  ///< model-level input scheme (embed hook)
+  std::string layers_text;               ///< the layer letters, e.g. "GGGAGGGA"
+};
+
+}  // namespace hybridlab

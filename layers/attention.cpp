@@ -1,0 +1,248 @@
+#include "layers/attention.h"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <limits>
+
+#include "hybridlab/error.h"
+
+namespace hybridlab {
+
+AttentionOptions read_attention_options(Section s, int64_t d_model, const AttentionOptions* base) {
+  AttentionOptions o = base ? *base : AttentionOptions{};
+  o.n_heads = s.get<int64_t>("n_heads", o.n_heads);
+  o.n_kv_heads = s.get<int64_t>("n_kv_heads", o.n_kv_heads);
+  o.head_dim = s.get<int64_t>("head_dim", o.head_dim);
+  o.causal = s.get<bool>("causal", o.causal);
+  o.window = s.get<int64_t>("window", o.window);
+  o.qk_norm = s.get<bool>("qk_norm", o.qk_norm);
+  o.output_gate = s.get<bool>("output_gate", o.output_gate);
+  o.block_size = s.get<int64_t>("block_size", o.block_size);
+  o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
+  if (s.has("position") || !base) o.position = read_position_spec(s.child("position"));
+
+  s.check(o.n_heads > 0, "n_heads", "must be > 0");
+  s.check(o.n_kv_heads >= 0, "n_kv_heads", "must be >= 0 (0 = n_heads)");
+  if (o.n_heads > 0 && o.n_kv_heads > 0) {
+    s.check(o.n_heads % o.n_kv_heads == 0, s.has("n_kv_heads") ? "n_kv_heads" : "n_heads",
+            "n_kv_heads (" + std::to_string(o.n_kv_heads) + ") must divide n_heads (" +
+                std::to_string(o.n_heads) + ")");
+  }
+  s.check(o.head_dim >= 0, "head_dim", "must be >= 0 (0 = d_model / n_heads)");
+  if (o.head_dim == 0 && o.n_heads > 0) {
+    s.check(d_model % o.n_heads == 0, "n_heads",
+            "n_heads (" + std::to_string(o.n_heads) + ") must divide d_model (" +
+                std::to_string(d_model) + "), or set head_dim explicitly");
+  }
+  if (s.has("window")) s.check(o.window > 0, "window", "must be > 0 (omit it for full attention)");
+  s.check(o.block_size > 0, "block_size", "must be > 0");
+  s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
+  s.finish();
+  return o;
+}
+
+int64_t resolved_kv_heads(const AttentionOptions& o) {
+  return o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+}
+
+int64_t resolved_head_dim(const AttentionOptions& o, int64_t d_model) {
+  return o.head_dim > 0 ? o.head_dim : d_model / o.n_heads;
+}
+
+Attention::Attention(const AttentionOptions& opts, int64_t d_model,
+                     std::shared_ptr<PositionScheme> scheme, bool register_scheme)
+    : opts_(opts),
+      d_model_(d_model),
+      n_heads_(opts.n_heads),
+      n_kv_heads_(resolved_kv_heads(opts)),
+      head_dim_(resolved_head_dim(opts, d_model)),
+      hooks_(scheme ? scheme->hooks() : 0),
+      scheme_(std::move(scheme)) {
+  TORCH_CHECK(scheme_, "Attention: a positional scheme is required (use nope for none)");
+  TORCH_CHECK(n_heads_ > 0 && head_dim_ > 0 && n_heads_ % n_kv_heads_ == 0,
+              "Attention: bad head layout n_heads=", n_heads_, " n_kv_heads=", n_kv_heads_,
+              " head_dim=", head_dim_);
+  if (hooks_ & kHookEmbed) {
+    throw ConfigError(opts_.position.where.str() + ": " + opts_.position.path +
+                      ".scheme: scheme '" + scheme_->name() +
+                      "' acts on the input embeddings (embed hook); set it as model.position, "
+                      "not as an attention layer's position");
+  }
+  using torch::nn::LinearOptions;
+  const int64_t q_width = n_heads_ * head_dim_ * (opts_.output_gate ? 2 : 1);
+  q_proj =
+      register_module("q_proj", torch::nn::Linear(LinearOptions(d_model, q_width).bias(false)));
+  k_proj = register_module(
+      "k_proj", torch::nn::Linear(LinearOptions(d_model, n_kv_heads_ * head_dim_).bias(false)));
+  v_proj = register_module(
+      "v_proj", torch::nn::Linear(LinearOptions(d_model, n_kv_heads_ * head_dim_).bias(false)));
+  o_proj = register_module(
+      "o_proj", torch::nn::Linear(LinearOptions(n_heads_ * head_dim_, d_model).bias(false)));
+  if (opts_.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, opts_.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, opts_.norm_eps));
+  }
+  if (register_scheme) register_module("position", scheme_);
+}
+
+std::unique_ptr<MixerCache> Attention::make_cache() const {
+  return std::make_unique<AttentionCache>();
+}
+
+torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                                 MixerCache* cache_base) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == d_model_, "Attention: x must be [B,T,", d_model_,
+              "], got ", x.sizes());
+  const int64_t B = x.size(0), T = x.size(1);
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == T, "Attention: positions must be [", T,
+              "], got ", positions.sizes());
+
+  torch::Tensor q, gate;
+  const torch::Tensor qp = q_proj(x);  // [B,T,H*Dh*(1|2)]
+  if (opts_.output_gate) {
+    const auto parts = qp.view({B, T, n_heads_, 2 * head_dim_}).split(head_dim_, -1);
+    q = parts[0];
+    gate = parts[1];  // [B,T,H,Dh]
+  } else {
+    q = qp.view({B, T, n_heads_, head_dim_});
+  }
+  q = q.transpose(1, 2);                                                             // [B,H,T,Dh]
+  torch::Tensor k = k_proj(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Hkv,T,Dh]
+  torch::Tensor v = v_proj(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
+  if (opts_.qk_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+
+  torch::Tensor k_pos = positions;
+  if (cache_base) {
+    auto* cache = dynamic_cast<AttentionCache*>(cache_base);
+    TORCH_CHECK(cache, "Attention: wrong cache type");
+    if (cache->k.defined()) {
+      k = torch::cat({cache->k, k}, 2);
+      v = torch::cat({cache->v, v}, 2);
+      k_pos = torch::cat({cache->positions, positions}, 0);
+    }
+    // Keep unrotated keys; with a window only the keys a later query can still see.
+    const int64_t keep = opts_.window > 0 ? std::min<int64_t>(opts_.window, k.size(2)) : k.size(2);
+    cache->k = k.narrow(2, k.size(2) - keep, keep);
+    cache->v = v.narrow(2, v.size(2) - keep, keep);
+    cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
+  }
+  if (hooks_ & kHookRotate) std::tie(q, k) = scheme_->rotate(q, k, positions, k_pos);
+
+  torch::Tensor o = attend(q, k, v, positions, k_pos, opts_.block_size);  // [B,H,T,Dh]
+  o = o.transpose(1, 2);                                                  // [B,T,H,Dh]
+  if (opts_.output_gate) o = o * torch::sigmoid(gate);
+  return o_proj(o.reshape({B, T, n_heads_ * head_dim_}));
+}
+
+torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_in,
+                                const torch::Tensor& v_in, const torch::Tensor& q_pos,
+                                const torch::Tensor& k_pos, int64_t block_size, bool allow_fused) {
+  const int64_t Tq = q.size(2), Tk = k_in.size(2);
+  TORCH_CHECK(Tk >= Tq, "Attention::attend: fewer keys (", Tk, ") than queries (", Tq, ")");
+  TORCH_CHECK(block_size > 0, "Attention::attend: block_size must be > 0");
+  const int64_t groups = n_heads_ / n_kv_heads_;
+  // Query head h reads kv head h / groups (repeat_interleave, not tile).
+  const torch::Tensor k = groups > 1 ? k_in.repeat_interleave(groups, 1) : k_in;
+  const torch::Tensor v = groups > 1 ? v_in.repeat_interleave(groups, 1) : v_in;
+  const int64_t n_cached = Tk - Tq;
+  const int64_t W = opts_.window;
+  const bool causal = opts_.causal;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  const bool need_scores = (hooks_ & (kHookLogitBias | kHookRelative)) != 0;
+  const bool low_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
+
+  std::vector<torch::Tensor> outs;
+  for (int64_t q0 = 0; q0 < Tq; q0 += block_size) {
+    const int64_t q1 = std::min(Tq, q0 + block_size);
+    // Key index range that can be visible to this block (queries are the last Tq keys).
+    int64_t k_end = causal ? n_cached + q1 : Tk;
+    int64_t k_begin = 0;
+    if (W > 0) {
+      k_begin = std::max<int64_t>(0, n_cached + q0 - W + 1);
+      if (!causal) k_end = std::min(Tk, n_cached + q1 - 1 + W);
+    }
+    const torch::Tensor qb = q.narrow(2, q0, q1 - q0);  // [B,H,bq,Dh]
+    const torch::Tensor kb = k.narrow(2, k_begin, k_end - k_begin);
+    const torch::Tensor vb = v.narrow(2, k_begin, k_end - k_begin);
+    const torch::Tensor qpb = q_pos.narrow(0, q0, q1 - q0);
+    const torch::Tensor kpb = k_pos.narrow(0, k_begin, k_end - k_begin);
+    // visible[i,j]: 0 <= qpos_i - kpos_j < W (causal) or |qpos_i - kpos_j| < W.
+    const torch::Tensor diff = qpb.unsqueeze(1) - kpb.unsqueeze(0);  // [bq,bk]
+    torch::Tensor visible;
+    if (causal) visible = diff.ge(0);
+    if (W > 0) {
+      const torch::Tensor in_window = diff.abs().lt(W);
+      visible = visible.defined() ? visible.logical_and(in_window) : in_window;
+    }
+
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+    if (allow_fused && !need_scores) {
+      c10::optional<torch::Tensor> mask;
+      if (visible.defined()) mask = visible;
+      outs.push_back(at::scaled_dot_product_attention(qb, kb, vb, mask, 0.0, false));
+      continue;
+    }
+#else
+    (void)allow_fused;
+    (void)need_scores;
+#endif
+    torch::Tensor scores =
+        torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
+                      (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
+    if (hooks_ & kHookRelative) {
+      scores = scores + scheme_->relative_logits(qb, qpb, kpb).to(scores.scalar_type());
+    }
+    scores = scores * scale;
+    if (hooks_ & kHookLogitBias) {
+      scores = scores + scheme_->logit_bias(qpb, kpb).to(scores.scalar_type()).unsqueeze(0);
+    }
+    if (visible.defined()) {
+      scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+    }
+    const torch::Tensor probs = torch::softmax(scores, -1);
+    torch::Tensor ob = torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
+    if (hooks_ & kHookRelative) {
+      const torch::Tensor rv = scheme_->relative_values(probs, qpb, kpb);
+      if (rv.defined()) ob = ob + rv.to(ob.scalar_type());
+    }
+    outs.push_back(ob.to(q.scalar_type()));
+  }
+  return outs.size() == 1 ? outs[0] : torch::cat(outs, 2);
+}
+
+MixerInfo Attention::info(int64_t length) const {
+  MixerInfo m;
+  m.position = scheme_->name();
+  m.position_hooks = hooks_;
+  m.pairwise = true;
+  m.kv_floats_per_token = 2 * n_kv_heads_ * head_dim_;
+  m.kv_max_tokens = opts_.window;
+  // Average number of keys a query attends to at this length.
+  double keys = 0;
+  const double L = static_cast<double>(std::max<int64_t>(length, 1));
+  if (opts_.causal) {
+    if (opts_.window > 0 && opts_.window < length) {
+      const double W = static_cast<double>(opts_.window);
+      keys = (W * (W + 1) / 2 + (L - W) * W) / L;
+    } else {
+      keys = (L + 1) / 2;
+    }
+  } else {
+    keys = opts_.window > 0 ? std::min<double>(L, 2.0 * opts_.window - 1) : L;
+  }
+  const double proj = 2.0 * d_model_ * head_dim_ *
+                      (n_heads_ * (opts_.output_gate ? 2 : 1) + 2 * n_kv_heads_ + n_heads_);
+  m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys;
+  m.details = "H=" + std::to_string(n_heads_) + " Hkv=" + std::to_string(n_kv_heads_) +
+              " Dh=" + std::to_string(head_dim_) + (opts_.causal ? "" : " bidir") +
+              (opts_.window > 0 ? " window=" + std::to_string(opts_.window) : "") +
+              (opts_.qk_norm ? " qk_norm" : "") + (opts_.output_gate ? " gate" : "");
+  return m;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,100 @@
+#pragma once
+// Multi-head attention with grouped-query heads, causal or bidirectional masking, an optional
+// sliding window, optional qk-norm and sigmoid output gate (Qwen3-Next "gated attention"), and the
+// positional-scheme hooks of DESIGN.md §2. Computed by query blocks so a long sequence never
+// materialises a full [H,T,T] score tensor.
+//
+// Sources: Vaswani et al. 2017 (scaled dot-product attention, eq. 1); Ainslie et al. 2023 (GQA:
+// query head h reads key/value head h / (n_heads / n_kv_heads)); Qwen3-Next (HF
+// `Qwen3NextAttention`: q_proj of twice the width, per head query then gate, output ⊙
+// sigmoid(gate); per-head q/k RMSNorm).
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "hybridlab/config.h"
+#include "hybridlab/position.h"
+#include "layers/norm.h"
+#include "model/mixer.h"
+#include "model/position_spec.h"
+
+namespace hybridlab {
+
+/// The `model.attention` section (and per-layer overrides of it).
+struct AttentionOptions {
+  int64_t n_heads = 4;     ///< query heads
+  int64_t n_kv_heads = 0;  ///< key/value heads (GQA); 0 = n_heads. Must divide n_heads.
+  int64_t head_dim = 0;  ///< channels per head; 0 = d_model / n_heads (n_heads must divide d_model)
+  bool causal = true;    ///< causal (decoder) or bidirectional masking
+  int64_t window = 0;    ///< sliding window: query i sees keys j with 0 <= i-j < window (|i-j| <
+                         ///< window when bidirectional); 0 = unlimited
+  bool qk_norm = false;  ///< RMSNorm over head_dim on q and k (shared across heads), before rotate
+  bool output_gate = false;  ///< Qwen3-Next sigmoid output gate
+  int64_t block_size = 512;  ///< queries per block
+  double norm_eps = 1e-6;    ///< eps of the qk-norm
+  PositionSpec position;     ///< the positional scheme (`position: {scheme: NAME, ...params}`)
+};
+
+/// Reads an attention options map. `base`: the options this map overrides (per-layer overrides),
+/// nullptr for `model.attention` itself. Records (does not throw) problems: n_heads <= 0,
+/// n_kv_heads not dividing n_heads, n_heads not dividing d_model (when head_dim is automatic),
+/// window <= 0, block_size <= 0.
+AttentionOptions read_attention_options(Section s, int64_t d_model,
+                                        const AttentionOptions* base = nullptr);
+
+/// n_kv_heads and head_dim with the automatic values filled in.
+int64_t resolved_kv_heads(const AttentionOptions& o);
+int64_t resolved_head_dim(const AttentionOptions& o, int64_t d_model);
+
+/// KV cache of one attention layer: keys are stored UNrotated (after qk-norm) and the rotate hook
+/// is applied to all keys at every call, so schemes whose rotation depends on the length (dynamic
+/// NTK) stay exact. With a window only the last `window` keys are kept.
+struct AttentionCache : MixerCache {
+  torch::Tensor k;          ///< [B,Hkv,Tc,Dh], undefined when empty
+  torch::Tensor v;          ///< [B,Hkv,Tc,Dh]
+  torch::Tensor positions;  ///< [Tc] int64
+};
+
+class Attention : public Mixer {
+ public:
+  /// scheme: the positional scheme (never null; NoPE is a scheme). register_scheme: register it as
+  /// the submodule "position" (false when the model owns a scheme shared across layers).
+  /// Throws ConfigError if the scheme uses the embed hook (that belongs to `model.position`).
+  Attention(const AttentionOptions& opts, int64_t d_model, std::shared_ptr<PositionScheme> scheme,
+            bool register_scheme);
+
+  /// x [B,T,d_model], positions [T] int64 consecutive → [B,T,d_model]. See Mixer::forward.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions,
+                        MixerCache* cache) override;
+  std::unique_ptr<MixerCache> make_cache() const override;
+  MixerInfo info(int64_t length) const override;
+
+  /// The attention core, by query blocks of `block_size` (the reference matmul-mask-softmax path
+  /// when `allow_fused` is false or a bias/relative hook is active;
+  /// at::scaled_dot_product_attention per block otherwise, LibTorch >= 2 only). q [B,H,Tq,Dh], k
+  /// and v [B,Hkv,Tk,Dh] (already rotated), q_pos [Tq], k_pos [Tk]; queries are the last Tq keys
+  /// (key index Tk-Tq+i is query i). Returns [B,H,Tq,Dh].
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
+                       bool allow_fused = true);
+
+  const AttentionOptions& options() const { return opts_; }
+  const std::shared_ptr<PositionScheme>& scheme() const { return scheme_; }
+  int64_t n_heads() const { return n_heads_; }
+  int64_t n_kv_heads() const { return n_kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
+ private:
+  AttentionOptions opts_;
+  int64_t d_model_, n_heads_, n_kv_heads_, head_dim_;
+  uint32_t hooks_;
+  std::shared_ptr<PositionScheme> scheme_;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  std::shared_ptr<RMSNorm> q_norm, k_norm;
+};
+
+}  // namespace hybridlab

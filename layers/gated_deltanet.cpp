@@ -1,0 +1,163 @@
+#include "layers/gated_deltanet.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "layers/gated_deltanet_kernels.h"
+
+namespace hybridlab {
+
+GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
+                                                 const GatedDeltaNetOptions* base) {
+  GatedDeltaNetOptions o = base ? *base : GatedDeltaNetOptions{};
+  o.n_heads = s.get<int64_t>("n_heads", o.n_heads);
+  o.n_v_heads = s.get<int64_t>("n_v_heads", o.n_v_heads);
+  o.head_dim = s.get<int64_t>("head_dim", o.head_dim);
+  o.expand_v = s.get<double>("expand_v", o.expand_v);
+  o.conv_size = s.get<int64_t>("conv_size", o.conv_size);
+  o.use_short_conv = s.get<bool>("use_short_conv", o.use_short_conv);
+  o.chunk_size = s.get<int64_t>("chunk_size", o.chunk_size);
+  o.mode = s.get<std::string>("mode", o.mode);
+  o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
+
+  s.check(o.n_heads > 0, "n_heads", "must be > 0");
+  s.check(o.n_v_heads >= 0, "n_v_heads", "must be >= 0 (0 = n_heads)");
+  if (o.n_heads > 0 && o.n_v_heads > 0) {
+    s.check(o.n_v_heads % o.n_heads == 0, "n_v_heads",
+            "must be a multiple of n_heads (" + std::to_string(o.n_heads) + "), got " +
+                std::to_string(o.n_v_heads));
+  }
+  s.check(o.head_dim >= 0, "head_dim", "must be >= 0 (0 = d_model / n_heads)");
+  if (o.head_dim == 0 && o.n_heads > 0) {
+    s.check(d_model % o.n_heads == 0, "n_heads",
+            "n_heads (" + std::to_string(o.n_heads) + ") must divide d_model (" +
+                std::to_string(d_model) + "), or set head_dim explicitly");
+  }
+  const int64_t dk = o.head_dim > 0 ? o.head_dim : (o.n_heads > 0 ? d_model / o.n_heads : 0);
+  const double dv = dk * o.expand_v;
+  s.check(
+      o.expand_v > 0 && dv >= 1 && std::abs(dv - std::round(dv)) < 1e-9, "expand_v",
+      "head_dim * expand_v must be a positive whole number (head_dim " + std::to_string(dk) + ")");
+  s.check(o.conv_size >= 1, "conv_size", "must be >= 1 (use use_short_conv: false to disable)");
+  s.check(o.chunk_size > 0, "chunk_size", "must be > 0 (64 is the reference value)");
+  s.check(o.mode == "chunk" || o.mode == "recurrent", "mode",
+          "must be 'chunk' or 'recurrent', got '" + o.mode + "'");
+  s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
+  s.finish();
+  return o;
+}
+
+GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
+    : opts_(opts),
+      d_model_(d_model),
+      n_heads_(opts.n_heads),
+      n_v_heads_(opts.n_v_heads > 0 ? opts.n_v_heads : opts.n_heads),
+      head_dim_(opts.head_dim > 0 ? opts.head_dim : d_model / opts.n_heads),
+      v_dim_(static_cast<int64_t>(std::llround(head_dim_ * opts.expand_v))) {
+  TORCH_CHECK(n_heads_ > 0 && n_v_heads_ % n_heads_ == 0 && head_dim_ > 0 && v_dim_ > 0,
+              "GatedDeltaNet: bad head layout");
+  using torch::nn::Linear;
+  using torch::nn::LinearOptions;
+  const int64_t key_width = n_heads_ * head_dim_, value_width = n_v_heads_ * v_dim_;
+  q_proj = register_module("q_proj", Linear(LinearOptions(d_model, key_width).bias(false)));
+  k_proj = register_module("k_proj", Linear(LinearOptions(d_model, key_width).bias(false)));
+  v_proj = register_module("v_proj", Linear(LinearOptions(d_model, value_width).bias(false)));
+  a_proj = register_module("a_proj", Linear(LinearOptions(d_model, n_v_heads_).bias(false)));
+  b_proj = register_module("b_proj", Linear(LinearOptions(d_model, n_v_heads_).bias(false)));
+  g_proj = register_module("g_proj", Linear(LinearOptions(d_model, value_width).bias(false)));
+  o_proj = register_module("o_proj", Linear(LinearOptions(value_width, d_model).bias(false)));
+  if (opts_.use_short_conv) {
+    // nn.Conv1d's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = kernel size.
+    const double bound = 1.0 / std::sqrt(static_cast<double>(opts_.conv_size));
+    q_conv = register_parameter(
+        "q_conv", torch::empty({key_width, 1, opts_.conv_size}).uniform_(-bound, bound));
+    k_conv = register_parameter(
+        "k_conv", torch::empty({key_width, 1, opts_.conv_size}).uniform_(-bound, bound));
+    v_conv = register_parameter(
+        "v_conv", torch::empty({value_width, 1, opts_.conv_size}).uniform_(-bound, bound));
+  }
+  // fla / NVlabs init: A = U(0,16) (kept away from 0 so log stays finite).
+  A_log =
+      register_parameter("A_log", torch::empty({n_v_heads_}).uniform_(0, 16).clamp_min(1e-4).log());
+  const torch::Tensor dt =
+      (torch::rand({n_v_heads_}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3))
+          .exp()
+          .clamp_min(1e-4);
+  dt_bias = register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));  // softplus⁻¹
+  o_norm = register_module("o_norm", std::make_shared<GatedRMSNorm>(v_dim_, opts_.norm_eps));
+}
+
+std::unique_ptr<MixerCache> GatedDeltaNet::make_cache() const {
+  return std::make_unique<GatedDeltaNetCache>();
+}
+
+torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor& /*positions*/,
+                                     MixerCache* cache_base) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == d_model_, "GatedDeltaNet: x must be [B,T,", d_model_,
+              "], got ", x.sizes());
+  GatedDeltaNetCache* cache = nullptr;
+  if (cache_base) {
+    cache = dynamic_cast<GatedDeltaNetCache*>(cache_base);
+    TORCH_CHECK(cache, "GatedDeltaNet: wrong cache type");
+  }
+  const int64_t B = x.size(0), T = x.size(1);
+  torch::Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B,T,C]
+  if (opts_.use_short_conv) {
+    auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor());
+    auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor());
+    auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor());
+    q = cq.y;
+    k = ck.y;
+    v = cv.y;
+    if (cache) {
+      cache->conv_q = cq.cache;
+      cache->conv_k = ck.cache;
+      cache->conv_v = cv.cache;
+    }
+  } else {
+    q = torch::silu(q);
+    k = torch::silu(k);
+    v = torch::silu(v);
+  }
+  q = l2_normalize(q.view({B, T, n_heads_, head_dim_})).transpose(1, 2);  // [B,Hk,T,dk]
+  k = l2_normalize(k.view({B, T, n_heads_, head_dim_})).transpose(1, 2);
+  v = v.view({B, T, n_v_heads_, v_dim_}).transpose(1, 2);  // [B,Hv,T,dv]
+  const torch::Tensor g = gated_delta_gate(a_proj(x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
+  const auto gdt = g.scalar_type();
+  const torch::Tensor beta = torch::sigmoid(b_proj(x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
+  const bool recurrent = opts_.mode == "recurrent" || (cache && T == 1);
+  GatedDeltaResult r = recurrent
+                           ? recurrent_gated_delta_rule(q, k, v, g, beta, scale, h0)
+                           : chunk_gated_delta_rule(q, k, v, g, beta, scale, h0, opts_.chunk_size);
+  if (cache) cache->state = r.state;
+  const torch::Tensor z = g_proj(x).view({B, T, n_v_heads_, v_dim_});
+  const torch::Tensor o = o_norm->forward(r.o.transpose(1, 2), z);  // [B,T,Hv,dv]
+  return o_proj(o.reshape({B, T, n_v_heads_ * v_dim_}));
+}
+
+MixerInfo GatedDeltaNet::info(int64_t length) const {
+  MixerInfo m;
+  const int64_t key_width = n_heads_ * head_dim_, value_width = n_v_heads_ * v_dim_;
+  const int64_t conv_taps = opts_.use_short_conv ? opts_.conv_size - 1 : 0;
+  m.state_floats = n_v_heads_ * head_dim_ * v_dim_ + conv_taps * (2 * key_width + value_width);
+  const double C =
+      static_cast<double>(std::min<int64_t>(opts_.chunk_size, std::max<int64_t>(length, 1)));
+  const double dk = static_cast<double>(head_dim_), dv = static_cast<double>(v_dim_);
+  // Chunked kernel per head and token (reference notes §2.2): 6C·dk + 4C·dv + 6·dk·dv + C²/3.
+  const double kernel = n_v_heads_ * (6 * C * dk + 4 * C * dv + 6 * dk * dv + C * C / 3);
+  const double proj = 2.0 * d_model_ * (2 * key_width + 2 * value_width + 2 * n_v_heads_) +
+                      2.0 * value_width * d_model_;
+  const double conv =
+      opts_.use_short_conv ? 2.0 * opts_.conv_size * (2 * key_width + value_width) : 0;
+  m.flops_per_token = proj + conv + kernel;
+  m.details = "Hk=" + std::to_string(n_heads_) + " Hv=" + std::to_string(n_v_heads_) +
+              " dk=" + std::to_string(head_dim_) + " dv=" + std::to_string(v_dim_) + " conv=" +
+              (opts_.use_short_conv ? std::to_string(opts_.conv_size) : std::string("off")) +
+              " chunk=" + std::to_string(opts_.chunk_size);
+  return m;
+}
+
+}  // namespace hybridlab

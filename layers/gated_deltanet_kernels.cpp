@@ -1,0 +1,166 @@
+#include "layers/gated_deltanet_kernels.h"
+
+#include <torch/torch.h>
+
+#include <limits>
+#include <vector>
+
+namespace hybridlab {
+
+namespace {
+
+torch::ScalarType compute_dtype(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+struct Checked {
+  int64_t B, Hk, Hv, T, K, V;
+};
+
+Checked check_shapes(const char* who, const torch::Tensor& q, const torch::Tensor& k,
+                     const torch::Tensor& v, const torch::Tensor& g, const torch::Tensor& beta,
+                     const torch::Tensor& h0) {
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes(), who, ": q and k must be [B,Hk,T,K], got ",
+              q.sizes(), " and ", k.sizes());
+  const int64_t B = q.size(0), Hk = q.size(1), T = q.size(2), K = q.size(3);
+  TORCH_CHECK(v.dim() == 4 && v.size(0) == B && v.size(2) == T && v.size(1) % Hk == 0, who,
+              ": v must be [B,Hv,T,V] with Hv a multiple of Hk=", Hk, ", got ", v.sizes());
+  const int64_t Hv = v.size(1), V = v.size(3);
+  TORCH_CHECK(g.dim() == 3 && g.size(0) == B && g.size(1) == Hv && g.size(2) == T, who,
+              ": g must be [B,Hv,T], got ", g.sizes());
+  TORCH_CHECK(beta.sizes() == g.sizes(), who, ": beta must be [B,Hv,T], got ", beta.sizes());
+  if (h0.defined()) {
+    TORCH_CHECK(
+        h0.dim() == 4 && h0.size(0) == B && h0.size(1) == Hv && h0.size(2) == K && h0.size(3) == V,
+        who, ": h0 must be [B,Hv,K,V] = [", B, ",", Hv, ",", K, ",", V, "], got ", h0.sizes());
+  }
+  return {B, Hk, Hv, T, K, V};
+}
+
+// Value head j reads key head j / (Hv/Hk): repeat_interleave, not tile.
+torch::Tensor expand_heads(const torch::Tensor& x, int64_t Hk, int64_t Hv) {
+  return Hv == Hk ? x : x.repeat_interleave(Hv / Hk, 1);
+}
+
+}  // namespace
+
+GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                            const torch::Tensor& v_in, const torch::Tensor& g_in,
+                                            const torch::Tensor& beta_in, double scale,
+                                            const torch::Tensor& h0) {
+  const Checked s = check_shapes("recurrent_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
+  const auto dt = compute_dtype(v_in);
+  const torch::Tensor q = expand_heads(q_in.to(dt), s.Hk, s.Hv) * scale;
+  const torch::Tensor k = expand_heads(k_in.to(dt), s.Hk, s.Hv);
+  const torch::Tensor v = v_in.to(dt);
+  const torch::Tensor alpha = g_in.to(dt).exp();
+  const torch::Tensor beta = beta_in.to(dt);
+  torch::Tensor h = h0.defined() ? h0.to(dt) : torch::zeros({s.B, s.Hv, s.K, s.V}, v.options());
+  std::vector<torch::Tensor> outs;
+  outs.reserve(s.T);
+  for (int64_t t = 0; t < s.T; ++t) {
+    const torch::Tensor kt = k.select(2, t).unsqueeze(-1);   // [B,H,K,1]
+    const torch::Tensor vt = v.select(2, t).unsqueeze(-2);   // [B,H,1,V]
+    const torch::Tensor qt = q.select(2, t).unsqueeze(-2);   // [B,H,1,K]
+    h = h * alpha.select(2, t).unsqueeze(-1).unsqueeze(-1);  // decay before the error term
+    const torch::Tensor u = (vt - torch::matmul(kt.transpose(-1, -2), h)) *
+                            beta.select(2, t).unsqueeze(-1).unsqueeze(-1);  // [B,H,1,V]
+    h = h + torch::matmul(kt, u);                                           // [B,H,K,V]
+    outs.push_back(torch::matmul(qt, h));  // [B,H,1,V], post-update read-out
+  }
+  torch::Tensor o = s.T > 0 ? torch::cat(outs, 2) : torch::zeros({s.B, s.Hv, 0, s.V}, v.options());
+  return {o.to(v_in.scalar_type()), h};
+}
+
+GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                        const torch::Tensor& v_in, const torch::Tensor& g_in,
+                                        const torch::Tensor& beta_in, double scale,
+                                        const torch::Tensor& h0, int64_t chunk_size) {
+  const Checked s = check_shapes("chunk_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
+  TORCH_CHECK(chunk_size > 0, "chunk_gated_delta_rule: chunk_size must be > 0, got ", chunk_size);
+  const auto dt = compute_dtype(v_in);
+  const int64_t B = s.B, H = s.Hv, T = s.T, K = s.K, V = s.V, C = chunk_size;
+  torch::Tensor h = h0.defined() ? h0.to(dt) : torch::zeros({B, H, K, V}, v_in.options().dtype(dt));
+  if (T == 0) return {torch::zeros({B, H, 0, V}, v_in.options()), h};
+  const int64_t N = (T + C - 1) / C, pad = N * C - T;
+
+  // Zero padding (g = k = v = β = 0) is exactly neutral: A, W and U rows vanish, Γ stays flat.
+  auto pad4 = [&](const torch::Tensor& x) {
+    return pad ? torch::constant_pad_nd(x, {0, 0, 0, pad}) : x;
+  };
+  auto pad3 = [&](const torch::Tensor& x) { return pad ? torch::constant_pad_nd(x, {0, pad}) : x; };
+  const torch::Tensor q = pad4(expand_heads(q_in.to(dt), s.Hk, H) * scale).view({B, H, N, C, K});
+  const torch::Tensor k = pad4(expand_heads(k_in.to(dt), s.Hk, H)).view({B, H, N, C, K});
+  const torch::Tensor v = pad4(v_in.to(dt)).view({B, H, N, C, V});
+  const torch::Tensor beta = pad3(beta_in.to(dt)).view({B, H, N, C});
+  const torch::Tensor gc = pad3(g_in.to(dt)).view({B, H, N, C}).cumsum(-1);  // Γ, chunk-local
+
+  const auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(v_in.device());
+  const torch::Tensor lower_incl = torch::ones({C, C}, bool_opts).tril();        // i >= j
+  const torch::Tensor strictly_lower = torch::ones({C, C}, bool_opts).tril(-1);  // i > j
+  // e^{Γ_i−Γ_j} for i >= j, 0 above: mask by index BEFORE exp (the differences above the
+  // diagonal are positive and may overflow; masking by sign would zero the diagonal).
+  const torch::Tensor decay =
+      (gc.unsqueeze(-1) - gc.unsqueeze(-2))
+          .masked_fill(lower_incl.logical_not(), -std::numeric_limits<double>::infinity())
+          .exp();                                                   // [B,H,N,C,C]
+  const torch::Tensor kkt = torch::matmul(k, k.transpose(-1, -2));  // [B,H,N,C,C]
+  const torch::Tensor A =
+      (kkt * decay * beta.unsqueeze(-1)).masked_fill(strictly_lower.logical_not(), 0.0);
+  // One unit-lower-triangular solve (I + A) X = [diag(β e^Γ) K | diag(β) V] gives W and U.
+  const torch::Tensor eg = gc.exp();  // [B,H,N,C]
+  const torch::Tensor rhs =
+      torch::cat({k * (beta * eg).unsqueeze(-1), v * beta.unsqueeze(-1)}, -1);  // [B,H,N,C,K+V]
+  const torch::Tensor WU = at::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true,
+                                                       /*unitriangular=*/true);
+  const torch::Tensor W = WU.narrow(-1, 0, K);  // [B,H,N,C,K]
+  const torch::Tensor U = WU.narrow(-1, K, V);  // [B,H,N,C,V]
+
+  const torch::Tensor q_decayed = q * eg.unsqueeze(-1);                       // diag(e^Γ) Q
+  const torch::Tensor intra = torch::matmul(q, k.transpose(-1, -2)) * decay;  // (QKᵀ)⊙M, diag incl.
+  const torch::Tensor g_last = gc.select(-1, C - 1);                          // [B,H,N]
+  const torch::Tensor k_to_end = k * (g_last.unsqueeze(-1) - gc).exp().unsqueeze(-1);
+  const torch::Tensor chunk_decay = g_last.exp();  // [B,H,N]
+
+  std::vector<torch::Tensor> outs;
+  outs.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {  // sequential over chunks only
+    const torch::Tensor v_new = U.select(2, n) - torch::matmul(W.select(2, n), h);  // [B,H,C,V]
+    outs.push_back(torch::matmul(q_decayed.select(2, n), h) +
+                   torch::matmul(intra.select(2, n), v_new));
+    h = h * chunk_decay.select(2, n).unsqueeze(-1).unsqueeze(-1) +
+        torch::matmul(k_to_end.select(2, n).transpose(-1, -2), v_new);
+  }
+  torch::Tensor o = torch::stack(outs, 2).view({B, H, N * C, V});
+  if (pad) o = o.narrow(2, 0, T);
+  return {o.to(v_in.scalar_type()), h};
+}
+
+torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
+                               const torch::Tensor& dt_bias) {
+  const auto dt = compute_dtype(a);
+  const double max_float = std::numeric_limits<float>::max();
+  const torch::Tensor A = A_log.to(dt).exp().clamp_max(max_float);
+  return -A * torch::softplus(a.to(dt) + dt_bias.to(dt), /*beta=*/1.0, /*threshold=*/20.0);
+}
+
+ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& cache) {
+  TORCH_CHECK(x.dim() == 3, "short_conv: x must be [B,T,C], got ", x.sizes());
+  const int64_t B = x.size(0), C = x.size(2), Kc = weight.size(-1);
+  TORCH_CHECK(weight.dim() == 3 && weight.size(0) == C && weight.size(1) == 1,
+              "short_conv: weight must be [C,1,K] with C=", C, ", got ", weight.sizes());
+  torch::Tensor prev =
+      cache.defined() ? cache.to(x.scalar_type()) : torch::zeros({B, Kc - 1, C}, x.options());
+  TORCH_CHECK(prev.size(0) == B && prev.size(1) == Kc - 1 && prev.size(2) == C,
+              "short_conv: cache must be [B,K-1,C], got ", prev.sizes());
+  const torch::Tensor xx = torch::cat({prev, x}, 1);  // [B,K-1+T,C]
+  const torch::Tensor y =
+      at::conv1d(xx.transpose(1, 2), weight.to(x.scalar_type()), c10::optional<at::Tensor>(),
+                 /*stride=*/at::IntArrayRef{1}, /*padding=*/at::IntArrayRef{0},
+                 /*dilation=*/at::IntArrayRef{1}, /*groups=*/C)
+          .transpose(1, 2);  // [B,T,C]
+  return {torch::silu(y), xx.narrow(1, xx.size(1) - (Kc - 1), Kc - 1)};
+}
+
+}  // namespace hybridlab

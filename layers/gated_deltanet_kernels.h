@@ -1,0 +1,60 @@
+#pragma once
+// The gated delta rule kernels of Gated DeltaNet (Yang, Kautz & Hatamizadeh, ICLR 2025, eq. 8–12),
+// in fla's layout: the state h = Sᵀ is [B, H, d_k, d_v] (key-by-value; the paper's S is its
+// transpose). Per head and token:
+//   h ← e^{g_t} h;  u = β_t (v_t − hᵀ k_t);  h ← h + k_t uᵀ;  o_t = hᵀ (s·q_t)
+// (decay before the error term, read-out after the update: fla `naive_recurrent_gated_delta_rule`,
+// HF `torch_recurrent_gated_delta_rule`).
+//
+// Shapes: q, k [B,Hk,T,d_k]; v [B,Hv,T,d_v] with Hv a multiple of Hk (value head j reads key head
+// j / (Hv/Hk), as fla's `i_h // (HV // H)`); g (log decay, ≤ 0) and beta [B,Hv,T]; h0
+// [B,Hv,d_k,d_v] or undefined (zeros). Both kernels compute in fp32 (fp64 for fp64 inputs) and
+// return o in the dtype of v and the final state in the compute dtype. Both are differentiable
+// (autograd).
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace hybridlab {
+
+struct GatedDeltaResult {
+  torch::Tensor o;      ///< [B,Hv,T,d_v]
+  torch::Tensor state;  ///< final state [B,Hv,d_k,d_v]
+};
+
+/// Recurrent form: one step per token. The decoding path and the test oracle.
+/// scale: multiplies q (the reference codebases use d_k^-1/2). Throws c10::Error on bad shapes.
+GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& g,
+                                            const torch::Tensor& beta, double scale,
+                                            const torch::Tensor& h0 = {});
+
+/// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1):
+/// chunk-local cumulative log decay Γ, the strictly-lower gated Gram matrix
+/// A_ij = β_i k_i·k_j e^{Γ_i−Γ_j} (masked by index before exp), one unit-triangular solve
+/// (I+A)⁻¹ for both W = T·diag(β e^Γ)K and U = T·diag(β)V, then one sequential pass over chunks
+/// (not tokens). T is zero-padded to a multiple of chunk_size with g = k = v = β = 0, which is
+/// exactly neutral. chunk_size > 0.
+GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& g,
+                                        const torch::Tensor& beta, double scale,
+                                        const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
+
+/// g = −exp(A_log)·softplus(a + dt_bias) (Mamba2 parameterisation), computed in fp32 (fp64 for
+/// fp64 a): exp(A_log) is clamped to the fp32 maximum and softplus takes its linear branch above
+/// 20, so g is finite and ≤ 0 for any finite input. a [..., H], A_log and dt_bias [H].
+torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
+                               const torch::Tensor& dt_bias);
+
+struct ShortConvResult {
+  torch::Tensor y;      ///< [B,T,C], after SiLU
+  torch::Tensor cache;  ///< the last K−1 inputs [B,K−1,C] (zeros where the sequence is shorter)
+};
+
+/// Causal depthwise convolution with kernel K and SiLU (fla `ShortConvolution`): x [B,T,C],
+/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding).
+ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& cache = {});
+
+}  // namespace hybridlab

@@ -1,0 +1,39 @@
+#include "layers/mlp.h"
+
+#include <torch/torch.h>
+
+namespace hybridlab {
+
+MlpOptions read_mlp_options(Section s) {
+  MlpOptions o;
+  o.intermediate_size = s.get<int64_t>("intermediate_size", o.intermediate_size);
+  o.multiple_of = s.get<int64_t>("multiple_of", o.multiple_of);
+  s.check(o.intermediate_size >= 0, "intermediate_size",
+          "must be >= 0 (0 = round_up(8*d_model/3, multiple_of))");
+  s.check(o.multiple_of > 0, "multiple_of", "must be > 0");
+  s.finish();
+  return o;
+}
+
+int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model) {
+  if (opts.intermediate_size > 0) return opts.intermediate_size;
+  const int64_t raw = (8 * d_model + 2) / 3;
+  const int64_t m = std::max<int64_t>(opts.multiple_of, 1);
+  return (raw + m - 1) / m * m;
+}
+
+SwiGLU::SwiGLU(int64_t d_model, int64_t hidden) : hidden_(hidden) {
+  using torch::nn::LinearOptions;
+  gate_proj =
+      register_module("gate_proj", torch::nn::Linear(LinearOptions(d_model, hidden).bias(false)));
+  up_proj =
+      register_module("up_proj", torch::nn::Linear(LinearOptions(d_model, hidden).bias(false)));
+  down_proj =
+      register_module("down_proj", torch::nn::Linear(LinearOptions(hidden, d_model).bias(false)));
+}
+
+torch::Tensor SwiGLU::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+}  // namespace hybridlab

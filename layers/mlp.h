@@ -1,0 +1,40 @@
+#pragma once
+// SwiGLU feed-forward block (Shazeer 2020, "GLU Variants Improve Transformer", eq. FFN_SwiGLU;
+// the Llama / Qwen MLP): down(SiLU(gate(x)) ⊙ up(x)), no biases.
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "hybridlab/config.h"
+
+namespace hybridlab {
+
+/// The `model.mlp` section.
+struct MlpOptions {
+  /// Hidden width of the gate/up projections; 0 = round_up(8·d_model/3, multiple_of) (Llama).
+  int64_t intermediate_size = 0;
+  int64_t multiple_of = 64;  ///< rounding of the automatic width
+};
+
+/// Reads `model.mlp` (intermediate_size >= 0, multiple_of > 0). Records problems in the config.
+MlpOptions read_mlp_options(Section s);
+
+/// The hidden width used for a model of width d_model.
+int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model);
+
+class SwiGLU : public torch::nn::Module {
+ public:
+  SwiGLU(int64_t d_model, int64_t hidden);
+  /// x [..., d_model] → [..., d_model].
+  torch::Tensor forward(const torch::Tensor& x);
+  int64_t hidden() const { return hidden_; }
+
+ private:
+  int64_t hidden_;
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+
+}  // namespace hybridlab

@@ -1,0 +1,60 @@
+#pragma once
+// Helpers shared by the test_layers suite: finite-difference gradients, config snippets, plugins.
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hybridlab/config.h"
+#include "hybridlab/plugin_host.h"
+#include "support/tensor_match.h"
+
+namespace hybridlab::test {
+
+/// Relative error RMSE(a-b)/RMS(b) (fla's get_err_ratio).
+inline double err_ratio(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor d = (a.to(torch::kDouble) - b.to(torch::kDouble));
+  const double den = b.to(torch::kDouble).pow(2).mean().sqrt().item<double>();
+  return d.pow(2).mean().sqrt().item<double>() / std::max(den, 1e-30);
+}
+
+/// Central-difference gradient of the scalar `f()` with respect to every element of `x` (double),
+/// perturbing x in place (under NoGradGuard) and restoring it.
+inline torch::Tensor numeric_grad(const std::function<torch::Tensor()>& f, torch::Tensor x,
+                                  double eps = 1e-6) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat = x.view(-1);
+  torch::Tensor g = torch::zeros_like(flat);
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double orig = flat[i].item<double>();
+    flat[i] = orig + eps;
+    const double up = f().item<double>();
+    flat[i] = orig - eps;
+    const double down = f().item<double>();
+    flat[i] = orig;
+    g[i] = (up - down) / (2 * eps);
+  }
+  return g.view(x.sizes());
+}
+
+/// A plugin host over the build tree's plugin folder only.
+inline std::unique_ptr<PluginHost> test_host() {
+  auto host = std::make_unique<PluginHost>(test_plugin_dirs());
+  host->discover();
+  return host;
+}
+
+/// Names of every scheme the test plugin folder provides (whatever the positional-scheme work
+/// has built so far; at least nope).
+inline std::vector<std::string> discovered_schemes(PluginHost& host) {
+  std::vector<std::string> names;
+  for (const auto& rec : host.plugins(/*probe_hooks=*/false)) names.push_back(rec.name);
+  return names;
+}
+
+}  // namespace hybridlab::test

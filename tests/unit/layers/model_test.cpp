@@ -1,0 +1,260 @@
+// The layer graph: patterns, explicit lists and per-layer overrides land on the right layers,
+// config errors name file:line:col and the key, the model decodes with a cache and is causal for
+// every mixer and every discovered scheme, shared schemes are registered once, and the summary's
+// figures match hand-computed values.
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "hybridlab/error.h"
+#include "hybridlab/model.h"
+#include "layers/attention.h"
+#include "layers/gated_deltanet.h"
+#include "layers_test_util.h"
+#include "model/hybrid_model.h"
+#include "model/model_options.h"
+
+using namespace hybridlab;
+using hybridlab::test::max_abs_diff;
+
+namespace {
+
+std::shared_ptr<ModelOptions> read_ok(const std::string& yaml) {
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  auto opts = read_model_options(cfg.section("model"));
+  cfg.raise_errors();
+  return opts;
+}
+
+std::string read_error(const std::string& yaml) {
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  try {
+    read_model_options(cfg.section("model"));
+    cfg.raise_errors();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::shared_ptr<HybridModel> build(const std::string& yaml, PluginHost& host,
+                                   ModelBuildContext ctx = {64, 128}) {
+  auto opts = read_ok(yaml);
+  return std::dynamic_pointer_cast<HybridModel>(build_model(*opts, host, ctx));
+}
+
+}  // namespace
+
+TEST_CASE("layer graph: pattern GGGA x 2 builds exactly the layers asked for", "[model]") {
+  auto host = hybridlab::test::test_host();
+  auto model = build(R"(model:
+  d_model: 32
+  vocab_size: 50
+  layers: {pattern: "GGGA", repeat: 2}
+  attention: {n_heads: 4, n_kv_heads: 2}
+  gated_deltanet: {n_heads: 2, head_dim: 8}
+)",
+                     *host);
+  REQUIRE(model->blocks().size() == 8);
+  REQUIRE(model->options().layers_text == "GGGAGGGA");
+  for (size_t i = 0; i < 8; ++i) {
+    const bool is_attention = i % 4 == 3;
+    CAPTURE(i);
+    REQUIRE((dynamic_cast<Attention*>(model->blocks()[i]->mixer.get()) != nullptr) == is_attention);
+    REQUIRE((dynamic_cast<GatedDeltaNet*>(model->blocks()[i]->mixer.get()) != nullptr) ==
+            !is_attention);
+  }
+  const torch::Tensor logits = model->forward(torch::randint(0, 50, {2, 9}));
+  REQUIRE(logits.sizes() == torch::IntArrayRef({2, 9, 50}));
+}
+
+TEST_CASE("layer graph: explicit list, string pattern and per-layer overrides by index",
+          "[model]") {
+  auto opts = read_ok(R"(model:
+  d_model: 32
+  layers: [A, gated_deltanet, G, attention, A]
+  attention: {n_heads: 4, window: 64}
+  gated_deltanet: {n_heads: 2, chunk_size: 32}
+  overrides:
+    0: {window: 8, position: {scheme: nope}}
+    2: {chunk_size: 16}
+    -1: {n_heads: 2, causal: false}
+)");
+  REQUIRE(opts->layers_text == "AGGAA");
+  auto att = [&](size_t i) { return std::any_cast<AttentionOptions>(opts->layers[i].options); };
+  auto gdn = [&](size_t i) { return std::any_cast<GatedDeltaNetOptions>(opts->layers[i].options); };
+  REQUIRE(att(0).window == 8);
+  REQUIRE(att(0).n_heads == 4);
+  REQUIRE(att(3).window == 64);
+  REQUIRE(att(4).n_heads == 2);
+  REQUIRE(att(4).window == 64);
+  REQUIRE_FALSE(att(4).causal);
+  REQUIRE(att(3).causal);
+  REQUIRE(gdn(1).chunk_size == 32);
+  REQUIRE(gdn(2).chunk_size == 16);
+  REQUIRE(opts->layers[0].overridden);
+  REQUIRE_FALSE(opts->layers[1].overridden);
+  REQUIRE(read_ok("model: {layers: GAG}")->layers_text == "GAG");
+}
+
+TEST_CASE("layer graph: config errors name file:line:col and the key", "[model]") {
+  std::string e = read_error("model:\n  layers: {pattern: \"GGXA\"}\n");
+  CHECK_THAT(e, Catch::Contains("exp.yaml:2:") && Catch::Contains("model.layers.pattern") &&
+                    Catch::Contains("'X'") && Catch::Contains("A (attention)"));
+  e = read_error("model:\n  d_model: 30\n  layers: A\n  attention: {n_heads: 4}\n");
+  CHECK_THAT(e, Catch::Contains("exp.yaml:4:") && Catch::Contains("model.attention.n_heads") &&
+                    Catch::Contains("must divide d_model"));
+  e = read_error("model:\n  layers: A\n  attention: {n_heads: 4, n_kv_heads: 3}\n");
+  CHECK_THAT(
+      e, Catch::Contains("model.attention.n_kv_heads") && Catch::Contains("must divide n_heads"));
+  e = read_error("model:\n  layers: G\n  gated_deltanet: {chunk_size: 0}\n");
+  CHECK_THAT(e, Catch::Contains("model.gated_deltanet.chunk_size") && Catch::Contains("> 0"));
+  e = read_error("model:\n  layers: A\n  attention: {window: -2}\n");
+  CHECK_THAT(e, Catch::Contains("exp.yaml:3:") && Catch::Contains("model.attention.window"));
+  e = read_error("model:\n  layers: {pattern: GA, repeat: 2}\n  overrides:\n    4: {window: 3}\n");
+  CHECK_THAT(e, Catch::Contains("exp.yaml:4:") && Catch::Contains("override index 4") &&
+                    Catch::Contains("4 layers"));
+  e = read_error("model:\n  layers: A\n  attention: {n_head: 4}\n");
+  CHECK_THAT(e, Catch::Contains("n_head") && Catch::Contains("n_heads"));
+  e = read_error("model:\n  layers: [A, Q]\n");
+  CHECK_THAT(e, Catch::Contains("'Q' names no mixer"));
+  e = read_error("model:\n  layers: G\n  gated_deltanet: {n_heads: 4, n_v_heads: 6}\n");
+  CHECK_THAT(e, Catch::Contains("n_v_heads") && Catch::Contains("multiple of n_heads"));
+}
+
+TEST_CASE("model: prefill + token-by-token decoding == one forward, causal, for every scheme",
+          "[model][plugins]") {
+  auto host = hybridlab::test::test_host();
+  for (const std::string& name : hybridlab::test::discovered_schemes(*host)) {
+    CAPTURE(name);
+    PositionContext probe_ctx;
+    probe_ctx.d_model = 32;
+    probe_ctx.n_heads = 4;
+    probe_ctx.n_kv_heads = 2;
+    probe_ctx.head_dim = 8;
+    probe_ctx.train_length = 64;
+    probe_ctx.max_length = 128;
+    Section probe_params = Config::parse("{}", "probe.yaml").root();
+    const uint32_t hooks = host->create(name, probe_params, probe_ctx)->hooks();
+    const std::string where = (hooks & kHookEmbed) ? "  position: {scheme: " + name + "}\n" : "";
+    const std::string att_pos = (hooks & kHookEmbed) ? "nope" : name;
+    torch::manual_seed(20);
+    auto model = build("model:\n  d_model: 32\n  vocab_size: 40\n  layers: GAGA\n" + where +
+                           "  attention: {n_heads: 4, n_kv_heads: 2, block_size: 8, position: "
+                           "{scheme: " +
+                           att_pos +
+                           "}}\n  gated_deltanet: {n_heads: 2, head_dim: 8, "
+                           "chunk_size: 8}\n",
+                       *host);
+    const torch::Tensor tokens = torch::randint(0, 40, {2, 26});
+    const torch::Tensor whole = model->forward(tokens);
+    auto cache = model->new_cache();
+    std::vector<torch::Tensor> outs = {model->forward(tokens.narrow(1, 0, 11), *cache)};
+    for (int64_t t = 11; t < 26; ++t)
+      outs.push_back(model->forward(tokens.narrow(1, t, 1), *cache));
+    REQUIRE(cache->length == 26);
+    REQUIRE_TENSORS_CLOSE(torch::cat(outs, 1), whole, 1e-4);
+    torch::Tensor changed_tokens = tokens.clone();
+    changed_tokens.select(1, 17).add_(1).remainder_(40);
+    const torch::Tensor changed = model->forward(changed_tokens);
+    REQUIRE_TENSORS_CLOSE(changed.narrow(1, 0, 17), whole.narrow(1, 0, 17), 1e-5);
+    REQUIRE(max_abs_diff(changed.select(1, 17), whole.select(1, 17)) > 1e-5);
+  }
+}
+
+TEST_CASE("model: schemes shared across layers are built once and registered once",
+          "[model][plugins]") {
+  auto host = hybridlab::test::test_host();
+  bool tested = false;
+  for (const std::string& name : hybridlab::test::discovered_schemes(*host)) {
+    auto model = build(
+        "model:\n  d_model: 32\n  layers: AGA\n  attention: {position: {scheme: " + name + "}}\n",
+        *host);
+    auto* a0 = dynamic_cast<Attention*>(model->blocks()[0]->mixer.get());
+    auto* a2 = dynamic_cast<Attention*>(model->blocks()[2]->mixer.get());
+    std::set<const void*> unique;
+    for (const auto& p : model->parameters()) unique.insert(p.unsafeGetTensorImpl());
+    CAPTURE(name);
+    REQUIRE(unique.size() == model->parameters().size());
+    if (a0->scheme()->shared_across_layers()) {
+      REQUIRE(a0->scheme() == a2->scheme());
+      tested = true;
+    } else {
+      REQUIRE(a0->scheme() != a2->scheme());
+    }
+  }
+  if (!tested)
+    WARN("no discovered scheme is shared across layers (e.g. t5); sharing not exercised");
+}
+
+TEST_CASE("model summary: parameters, shares, state and FLOPs match hand-computed values",
+          "[model]") {
+  auto host = hybridlab::test::test_host();
+  // d_model 16, vocab 10, MLP hidden 32; attention H=2 Dh=8 (no GQA); GDN Hk=2 dk=8 Hv=2 dv=16.
+  auto model = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: GA
+  mlp: {intermediate_size: 32}
+  attention: {n_heads: 2}
+  gated_deltanet: {n_heads: 2, expand_v: 2}
+)",
+                     *host);
+  const ModelSummary s = model->summary(100);
+  const int64_t D = 16, V = 10, F = 32;
+  const int64_t mlp = 3 * D * F, norms = 2 * D;
+  const int64_t attn = 4 * D * D;
+  const int64_t kw = 16, vw = 32, Hv = 2;
+  const int64_t gdn = 2 * D * kw + 2 * D * vw + 2 * D * Hv + vw * D + 4 * (2 * kw + vw) + 2 * Hv +
+                      16;  // projections, convs, A_log/dt_bias, norm
+  REQUIRE(s.layers.size() == 2);
+  REQUIRE(s.layers[0].mixer_parameters == gdn);
+  REQUIRE(s.layers[1].mixer_parameters == attn);
+  REQUIRE(s.layers[0].parameters == gdn + mlp + norms);
+  REQUIRE(s.total_parameters == V * D + gdn + attn + 2 * (mlp + norms) + D);
+  REQUIRE(s.attention_share == Approx(0.5));
+  REQUIRE(s.layers[1].position == "nope");
+  REQUIRE(s.position_share == Approx(0.0));
+  // GDN state: Hv·dk·dv + (conv 4 − 1)·(q, k, v channels).
+  REQUIRE(s.recurrent_state_floats == 2 * 8 * 16 + 3 * (2 * kw + vw));
+  REQUIRE(s.kv_floats_per_token == 2 * 2 * 8);
+  // Attention FLOPs at L = 100: projections 2·4·D² + scores/values 4·H·Dh·(L+1)/2; MLP 6·D·F.
+  const double attn_flops = 2.0 * 4 * D * D + 4.0 * 2 * 8 * 50.5 + 6.0 * D * F;
+  REQUIRE(s.layers[1].flops_per_token == Approx(attn_flops));
+  const double C = 64, dk = 8, dv = 16;
+  const double gdn_flops = 2.0 * D * (2 * kw + 2 * vw + 2 * Hv) + 2.0 * vw * D +
+                           2.0 * 4 * (2 * kw + vw) +
+                           Hv * (6 * C * dk + 4 * C * dv + 6 * dk * dv + C * C / 3) + 6.0 * D * F;
+  REQUIRE(s.layers[0].flops_per_token == Approx(gdn_flops));
+  REQUIRE(s.flops_per_token == Approx(attn_flops + gdn_flops + 2.0 * D * V));
+}
+
+TEST_CASE("model summary CLI prints the layer table and totals", "[model][cli]") {
+  const std::string dir = HYBRIDLAB_BINARY_DIR;
+  const std::string yaml = dir + "/test_layers_summary.yaml";
+  {
+    std::ofstream f(yaml);
+    f << "model:\n  d_model: 32\n  layers: {pattern: GGA, repeat: 2}\n"
+         "  overrides:\n    5: {window: 16}\ntask: {seq_len: 128}\n";
+  }
+  const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH=") + HYBRIDLAB_TEST_PLUGIN_DIR + " " +
+                          HYBRIDLAB_CLI + " model summary " + yaml + " model.vocab_size=64 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK_THAT(out, Catch::Contains("gated_deltanet") && Catch::Contains("attention") &&
+                      Catch::Contains("window=16") && Catch::Contains("33.3%") &&
+                      Catch::Contains("128"));
+  std::remove(yaml.c_str());
+}
