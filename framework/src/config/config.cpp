@@ -88,7 +88,8 @@ void merge_into(YAML::Node dst, const YAML::Node& src) {
   for (const auto& kv : src) {
     const std::string key = kv.first.Scalar();
     const YAML::Node& cdst = dst;
-    if (cdst[key].IsMap() && kv.second.IsMap()) {
+    const YAML::Node existing = cdst[key];  // a missing key gives an invalid node: test IsDefined first
+    if (existing.IsDefined() && existing.IsMap() && kv.second.IsMap()) {
       merge_into(dst[key], kv.second);
     } else {
       dst[key] = YAML::Clone(kv.second);
