@@ -1,22 +1,10 @@
-// validate_experiment_config: the strict read of a whole experiment file.
-// MAIN-JOB ISSUE: replace the body with a call to read_experiment(cfg) once it exists.
+// validate_experiment_config: the strict read of a whole experiment file (read_experiment).
 
 #include "commands.h"
-#include "hybridlab/runtime.h"
+#include "hybridlab/experiment.h"
 
 namespace hybridlab::cli {
 
-void validate_experiment_config(Config& cfg) {
-  Section root = cfg.root();
-  for (const char* k : {"name", "description", "model", "task", "train", "eval", "sweep"}) {
-    root.accept(k);
-  }
-  read_runtime_options(root.child("runtime"));
-  Section plugins = root.child("plugins");
-  plugins.get<std::vector<std::string>>("paths", {});
-  plugins.finish();
-  root.finish();
-  cfg.raise_errors();
-}
+void validate_experiment_config(Config& cfg) { read_experiment(cfg); }
 
 }  // namespace hybridlab::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Evaluation at each `eval.lengths` entry on the task's fixed eval set, under InferenceMode.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
+
+namespace hybridlab {
+
+struct LengthResult {
+  int64_t length = 0;
+  int64_t examples = 0;
+  std::map<std::string, double> metrics;
+  std::vector<double> position_loss;  ///< text: mean loss per position bucket (64 buckets at most)
+};
+
+/// Evaluates `model` on `task` at `length` on `examples` examples (batches shrink so that
+/// batch*length <= eval.max_batch_tokens). logits never keep a graph: InferenceMode.
+LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
+                             int64_t length, int64_t examples);
+
+/// Every length of exp.eval.lengths; results in length order.
+std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp);
+
+}  // namespace hybridlab

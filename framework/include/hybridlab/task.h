@@ -1,0 +1,114 @@
+#pragma once
+// Benchmark tasks: generators of token sequences with next-token targets on the scored positions.
+//
+// Every task is deterministic by seed: a batch is a pure function of (seed, split, step or index,
+// length), so a resumed run sees exactly the batches an uninterrupted one would. Train and eval
+// splits are disjoint by construction: synthetic examples are assigned to a split by a hash of the
+// whole example (split_bucket below; the train stream rejects eval-bucket rows and vice versa),
+// the text task splits its corpus by document. Sources of each task are in its .cpp file and in
+// docs/experiments.md.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hybridlab/config.h"
+
+namespace hybridlab {
+
+/// Target value of positions that are not scored (as in PyTorch's cross_entropy ignore_index).
+constexpr int64_t kIgnoreIndex = -100;
+
+enum class Split { kTrain, kEval };
+
+/// One batch: inputs and next-token targets.
+struct Batch {
+  torch::Tensor tokens;  ///< [B,T] int64, model inputs
+  torch::Tensor
+      targets;  ///< [B,T] int64, the token expected after each input, kIgnoreIndex = not scored
+};
+
+/// Sums over scored positions, accumulated over eval batches (see score_batch).
+struct ScoreSums {
+  double loss_sum = 0;                    ///< sum of cross-entropy (nats) over scored positions
+  int64_t tokens = 0;                     ///< scored positions
+  int64_t correct_tokens = 0;             ///< scored positions whose argmax equals the target
+  int64_t examples = 0;                   ///< sequences with at least one scored position
+  int64_t correct_examples = 0;           ///< sequences whose every scored position is correct
+  double example_accuracy_sum = 0;        ///< sum over sequences of their own token accuracy
+  std::vector<double> position_loss_sum;  ///< [T] loss summed per position (text task)
+  std::vector<int64_t> position_count;    ///< [T] scored positions per position
+};
+
+/// Adds one batch to `sums`. logits [B,T,V] float, targets [B,T] int64 (kIgnoreIndex skipped).
+/// `per_position` also fills the per-position curve. Runs under the caller's grad mode.
+void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
+                 bool per_position);
+
+/// Where relative data paths are resolved and which lengths the model must serve.
+struct TaskContext {
+  std::string config_dir;  ///< folder of the experiment file ("" = current folder)
+};
+
+/// A benchmark task. Constructed cheaply by its reader (options only); prepare() loads data.
+class Task {
+ public:
+  virtual ~Task();
+  /// Registered name ("mqar", "text", ...).
+  virtual std::string name() const = 0;
+  /// Token ids used are in [0, vocab_size()); the model's vocab_size must be at least this.
+  virtual int64_t vocab_size() const = 0;
+  /// The training length (task.seq_len), in tokens.
+  virtual int64_t seq_len() const = 0;
+  /// Loads data and checks that every length in `eval_lengths` can be supplied. Throws DataError
+  /// naming the limit (e.g. "longest validation document is 14,713 bytes") or ConfigError when a
+  /// length is too short for the task's layout. Idempotent.
+  virtual void prepare(const std::vector<int64_t>& eval_lengths) = 0;
+  /// Training batch number `step` ([batch_size, seq_len()]), a pure function of (seed, step).
+  virtual Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) = 0;
+  /// The fixed eval set at `length`: `wanted` examples (text: fewer when the corpus has fewer
+  /// windows), a pure function of (seed, length, wanted) and disjoint from every train batch.
+  virtual Batch eval_set(int64_t length, int64_t wanted, uint64_t seed) = 0;
+  /// Task metrics from accumulated sums, e.g. {"accuracy": 0.93, "loss": 0.21}.
+  virtual std::map<std::string, double> metrics(const ScoreSums& sums) const = 0;
+  /// The metric reports plot and rank by ("accuracy", "bits_per_byte", ...).
+  virtual std::string primary_metric() const = 0;
+  virtual bool higher_is_better() const { return true; }
+  /// Whether eval keeps a per-position loss curve (text).
+  virtual bool per_position_curve() const { return false; }
+};
+
+/// One entry of the task registry.
+struct TaskType {
+  std::string name;
+  std::string description;  ///< one line, with the source paper
+  /// Reads the task's keys from `task:` (all but `name`), calls finish(), and returns the task.
+  /// Problems are recorded in the config (Config::raise_errors throws them).
+  std::function<std::shared_ptr<Task>(Section&, const TaskContext&)> read;
+};
+
+/// The registered tasks, sorted by name (mqar, passkey, copy, selective_copy, niah, text).
+const std::vector<TaskType>& task_types();
+
+/// Reads `task:` (name + the task's keys). An unknown name records an error listing the valid
+/// names and returns nullptr.
+std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx);
+
+// ---- helpers shared by the generators (exposed for tests)
+
+/// A 64-bit seed derived from `seed` and up to three stream ids (splitmix64 mixing).
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0);
+
+/// Number of hash buckets; bucket 0 is the eval split, the rest the train split (1/16 held out).
+constexpr int64_t kSplitBuckets = 16;
+
+/// The split bucket of each row of `tokens` [B,T] (int64 [B], in [0, kSplitBuckets)): a hash of
+/// the whole row, so equal examples always land in the same split.
+torch::Tensor split_bucket(const torch::Tensor& tokens);
+
+}  // namespace hybridlab

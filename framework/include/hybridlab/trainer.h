@@ -1,0 +1,72 @@
+#pragma once
+// Training one run: AdamW + warmup/cosine, gradient clipping, metrics.jsonl, atomic checkpoints,
+// resume, Ctrl-C, divergence detection.
+//
+// Run folder (runs/<experiment>/<run>/):
+//   config.yaml     resolved config (written by the sweep driver / CLI)
+//   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s
+//                   (+ eval_<metric> lines at train.eval_every)
+//   checkpoint/state.pt   model + optimizer + step, replaced atomically (temp file + rename)
+//   results.json    written by the evaluator
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hybridlab/error.h"
+#include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
+
+namespace hybridlab {
+
+/// Thrown when Ctrl-C (SIGINT/SIGTERM) stopped training after a checkpoint was written.
+class Interrupted : public UserError {
+ public:
+  using UserError::UserError;
+  ~Interrupted() override;
+};
+
+/// Thrown when the loss becomes NaN or Inf; names the step and the last good checkpoint.
+class TrainingDiverged : public UserError {
+ public:
+  using UserError::UserError;
+  ~TrainingDiverged() override;
+};
+
+/// Installs SIGINT/SIGTERM handlers that set stop_requested() (a second Ctrl-C exits at once).
+void install_stop_handlers();
+/// Whether a stop was requested (also settable by tests).
+std::atomic<bool>& stop_requested();
+
+/// The learning rate at `step` (0-based): linear warmup from lr/warmup to lr over warmup_steps,
+/// then cosine decay to lr*min_lr_ratio at `steps` (Loshchilov & Hutter 2017, SGDR eq. 5 without
+/// restarts).
+double learning_rate(const TrainOptions& o, int64_t step);
+
+struct TrainSummary {
+  int64_t steps = 0;         ///< steps done in total (resumed ones included)
+  int64_t resumed_from = 0;  ///< step of the checkpoint resumed from (0 = fresh)
+  double final_loss = 0;     ///< mean train loss over the last log window
+  double tokens_per_s = 0;   ///< this process's training throughput
+  double wall_s = 0;
+  double model_s = 0;  ///< seconds in forward + backward
+};
+
+struct TrainerHooks {
+  /// Stop after this many steps in this process (tests simulate a kill); 0 = no limit.
+  int64_t stop_after = 0;
+  bool quiet = false;  ///< no progress output
+};
+
+/// Trains `model` on `task` per `exp.train`, in `run_dir`, resuming from run_dir/checkpoint if
+/// there is one. Throws Interrupted (checkpoint written), TrainingDiverged, UserError for an
+/// unwritable folder, DataError from the task.
+TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
+                   const std::string& run_dir, const TrainerHooks& hooks = {});
+
+/// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent.
+int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir);
+
+}  // namespace hybridlab

@@ -1,0 +1,221 @@
+// read_experiment: the strict read of every top-level section of an experiment file.
+
+#include "hybridlab/experiment.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "hybridlab/model.h"
+#include "hybridlab/sweep.h"
+
+namespace hybridlab {
+namespace {
+namespace fs = std::filesystem;
+
+TrainOptions read_train_options(Section s) {
+  TrainOptions o;
+  o.steps = s.get<int64_t>("steps", o.steps);
+  o.batch_size = s.get<int64_t>("batch_size", o.batch_size);
+  o.lr = s.get<double>("lr", o.lr);
+  o.min_lr_ratio = s.get<double>("min_lr_ratio", o.min_lr_ratio);
+  o.warmup_steps = s.get<int64_t>("warmup_steps", o.warmup_steps);
+  o.weight_decay = s.get<double>("weight_decay", o.weight_decay);
+  std::vector<double> betas = s.get<std::vector<double>>("betas", {o.beta1, o.beta2});
+  if (betas.size() == 2) {
+    o.beta1 = betas[0];
+    o.beta2 = betas[1];
+  } else {
+    s.error("betas", "expected two values [beta1, beta2], e.g. [0.9, 0.95]");
+  }
+  o.eps = s.get<double>("eps", o.eps);
+  o.grad_clip = s.get<double>("grad_clip", o.grad_clip);
+  o.seed = s.get<int64_t>("seed", o.seed);
+  o.eval_every = s.get<int64_t>("eval_every", o.eval_every);
+  o.checkpoint_every = s.get<int64_t>("checkpoint_every", o.checkpoint_every);
+  o.log_every = s.get<int64_t>("log_every", o.log_every);
+  s.check(o.steps >= 1, "steps", "must be >= 1");
+  s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
+  s.check(o.lr > 0, "lr", "must be > 0");
+  s.check(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]");
+  s.check(o.warmup_steps >= 0, "warmup_steps", "must be >= 0");
+  s.check(o.weight_decay >= 0, "weight_decay", "must be >= 0");
+  s.check(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "betas", "must be in [0, 1)");
+  s.check(o.eps > 0, "eps", "must be > 0");
+  s.check(o.grad_clip >= 0, "grad_clip", "must be >= 0 (0 = no clipping)");
+  s.check(o.eval_every >= 0, "eval_every", "must be >= 0 (0 = only the final eval)");
+  s.check(o.checkpoint_every >= 0, "checkpoint_every",
+          "must be >= 0 (0 = at the end and on Ctrl-C)");
+  s.check(o.log_every >= 1, "log_every", "must be >= 1");
+  s.finish();
+  return o;
+}
+
+EvalOptions read_eval_options(Section s, int64_t seq_len) {
+  EvalOptions o;
+  o.lengths = s.get<std::vector<int64_t>>("lengths", {seq_len > 0 ? seq_len : 256});
+  o.examples = s.get<int64_t>("examples", o.examples);
+  o.batch_size = s.get<int64_t>("batch_size", o.batch_size);
+  o.max_batch_tokens = s.get<int64_t>("max_batch_tokens", o.max_batch_tokens);
+  o.seed = s.get<int64_t>("seed", o.seed);
+  o.examples_during_training =
+      s.get<int64_t>("examples_during_training", o.examples_during_training);
+  s.check(!o.lengths.empty(), "lengths", "must list at least one length, e.g. [256, 512, 1024]");
+  for (int64_t L : o.lengths) s.check(L >= 1, "lengths", fmt::format("length {} must be >= 1", L));
+  std::vector<int64_t> sorted = o.lengths;
+  std::sort(sorted.begin(), sorted.end());
+  s.check(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "lengths",
+          "must not repeat a length");
+  s.check(o.examples >= 1, "examples", "must be >= 1");
+  s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
+  s.check(o.max_batch_tokens >= 1, "max_batch_tokens", "must be >= 1");
+  s.check(o.examples_during_training >= 1, "examples_during_training", "must be >= 1");
+  s.finish();
+  return o;
+}
+
+// A sequence node of a sweep axis, or an error.
+bool axis_values(Section& s, const YAML::Node& n, const std::string& key, const std::string& where,
+                 std::vector<YAML::Node>& out) {
+  if (!n.IsSequence() || n.size() == 0) {
+    s.error(where,
+            fmt::format("'{}' must map to a non-empty list of values, e.g. [nope, rope]", key));
+    return false;
+  }
+  for (const auto& v : n) out.push_back(YAML::Clone(v));
+  return true;
+}
+
+}  // namespace
+
+SweepOptions read_sweep_options(Section s) {
+  SweepOptions o;
+  if (s.has("grid")) {
+    Section grid = s.child("grid");
+    for (const std::string& key : grid.keys()) {
+      grid.accept(key);
+      SweepAxis axis{key, {}, grid.location(key)};
+      if (axis_values(grid, grid.node()[key], key, key, axis.values)) o.grid.push_back(axis);
+    }
+    grid.finish();
+  }
+  s.accept("zip");
+  if (s.has("zip")) {
+    YAML::Node z = s.node()["zip"];
+    std::vector<YAML::Node> groups;
+    if (z.IsMap())
+      groups.push_back(z);
+    else if (z.IsSequence())
+      for (const auto& g : z) groups.push_back(g);
+    for (const auto& g : groups) {
+      if (!g.IsMap()) {
+        s.error("zip", "expected a map of key: [values] (or a list of such maps)");
+        continue;
+      }
+      std::vector<SweepAxis> group;
+      size_t len = 0;
+      for (const auto& kv : g) {
+        SweepAxis axis{kv.first.as<std::string>(), {}, s.location("zip")};
+        const auto m = kv.second.Mark();
+        if (!m.is_null()) axis.where.line = m.line + 1, axis.where.column = m.column + 1;
+        if (!axis_values(s, kv.second, axis.key, "zip", axis.values)) continue;
+        if (len && axis.values.size() != len) {
+          s.error("zip", fmt::format("lists of one zip group must have equal lengths; '{}' has {}, "
+                                     "the group's first list has {}",
+                                     axis.key, axis.values.size(), len));
+        }
+        len = axis.values.size();
+        group.push_back(axis);
+      }
+      if (!group.empty()) o.zip.push_back(group);
+    }
+  }
+  o.seeds = s.get<std::vector<int64_t>>("seeds", {});
+  s.accept("exclude");
+  if (s.has("exclude")) {
+    YAML::Node ex = s.node()["exclude"];
+    if (!ex.IsSequence())
+      s.error("exclude", "expected a list of maps {dotted.key: value, ...}");
+    else {
+      for (const auto& e : ex) {
+        if (!e.IsMap()) {
+          s.error("exclude", "each entry must be a map {dotted.key: value, ...}");
+          continue;
+        }
+        std::vector<std::pair<std::string, YAML::Node>> entry;
+        for (const auto& kv : e)
+          entry.emplace_back(kv.first.as<std::string>(), YAML::Clone(kv.second));
+        o.exclude.push_back(entry);
+      }
+    }
+  }
+  s.finish();
+  return o;
+}
+
+std::string experiment_name(const Config& cfg) {
+  const YAML::Node n = cfg.lookup("name");
+  if (n.IsDefined() && n.IsScalar()) return n.as<std::string>();
+  const std::string stem = fs::path(cfg.file()).stem().string();
+  return stem.empty() ? "experiment" : stem;
+}
+
+Experiment read_experiment(Config cfg, bool validate_sweep) {
+  Experiment e;
+  e.config = cfg;
+  Section root = cfg.root();
+  root.accept("extends");
+  e.name = root.get<std::string>("name", experiment_name(cfg));
+  e.description = root.get<std::string>("description", "");
+  for (char c : e.name) {
+    root.check(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.',
+               "name", "must use letters, digits, '_', '-' or '.' (it names the runs folder)");
+  }
+  root.check(root.has("model"), "model", "required section is missing (see experiments/base.yaml)");
+  e.model = read_model_options(root.child("model"));
+  TaskContext ctx;
+  ctx.config_dir = cfg.file().empty() ? "" : fs::path(cfg.file()).parent_path().string();
+  if (root.has("task")) {
+    e.task = read_task(root.child("task"), ctx);
+  } else {
+    std::string names;
+    for (const auto& t : task_types()) names += (names.empty() ? "" : ", ") + t.name;
+    root.error("task",
+               "required section is missing, e.g. task: {name: mqar} (tasks: " + names + ")");
+  }
+  e.train = read_train_options(root.child("train"));
+  e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);
+  e.runtime = read_runtime_options(root.child("runtime"));
+  Section plugins = root.child("plugins");  // read again by make_plugin_host
+  plugins.get<std::vector<std::string>>("paths", {});
+  plugins.finish();
+  e.sweep = read_sweep_options(root.child("sweep"));
+  root.finish();
+  cfg.raise_errors();
+
+  if (validate_sweep && !e.sweep.empty()) {
+    // Read every variant in full: a sweep key that is not a config key, or a value of the wrong
+    // type, is reported like any other config error (with the nearest key).
+    std::vector<std::string> problems;
+    std::set<std::string> seen;
+    for (const Variant& v : expand_sweep(e.sweep)) {
+      try {
+        read_experiment(variant_config(cfg, v, e.sweep), false);
+      } catch (const ConfigError& err) {
+        const std::string msg = err.what();
+        if (seen.insert(msg).second)
+          problems.push_back("in sweep variant '" + v.name + "': " + msg);
+      }
+    }
+    if (!problems.empty()) {
+      std::string all;
+      for (const auto& p : problems) all += (all.empty() ? "" : "\n") + p;
+      throw ConfigError(all);
+    }
+  }
+  return e;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,197 @@
+// Sweep expansion, run names and shards.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "hybridlab/sweep.h"
+
+namespace hybridlab {
+namespace {
+
+std::string last_components(const std::string& key, int n) {
+  size_t at = key.size();
+  for (int i = 0; i < n; ++i) {
+    const size_t dot = key.rfind('.', at == 0 ? 0 : at - 1);
+    if (dot == std::string::npos || at == 0) return key;
+    at = dot;
+  }
+  return key.substr(at + 1);
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
+    out += ok ? c : (c == '/' ? 'o' : '_');
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "x" : out;
+}
+
+// A readable label for a value: scalars as written, maps by their name/scheme/type field.
+std::string value_label(const YAML::Node& v) {
+  if (v.IsScalar()) return v.as<std::string>();
+  if (v.IsMap()) {
+    for (const char* k : {"name", "scheme", "type", "pattern"}) {
+      if (v[k] && v[k].IsScalar()) return v[k].as<std::string>();
+    }
+  }
+  if (v.IsSequence()) {
+    std::string s;
+    for (const auto& e : v) s += (s.empty() ? "" : "-") + value_label(e);
+    return s;
+  }
+  YAML::Emitter em;
+  em << YAML::Flow << v;
+  return em.c_str();
+}
+
+bool same_value(const YAML::Node& a, const YAML::Node& b) {
+  YAML::Emitter ea, eb;
+  ea << YAML::Flow << a;
+  eb << YAML::Flow << b;
+  return std::string(ea.c_str()) == eb.c_str();
+}
+
+}  // namespace
+
+std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
+  // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then seeds.
+  struct Axis {
+    std::vector<std::string> keys;                 // one key (grid) or several (zip)
+    std::vector<std::vector<YAML::Node>> columns;  // per key: its values
+    size_t size() const { return columns.empty() ? 0 : columns[0].size(); }
+  };
+  std::vector<Axis> axes;
+  for (const auto& a : sweep.grid) axes.push_back({{a.key}, {a.values}});
+  for (const auto& group : sweep.zip) {
+    Axis ax;
+    for (const auto& a : group) {
+      if (!ax.columns.empty() && a.values.size() != ax.size()) {
+        throw ConfigError(
+            fmt::format("{}: sweep.zip: '{}' has {} values but the group's other lists "
+                        "have {}; lists varied together must have equal lengths",
+                        a.where.str(), a.key, a.values.size(), ax.size()));
+      }
+      ax.keys.push_back(a.key);
+      ax.columns.push_back(a.values);
+    }
+    if (!ax.keys.empty()) axes.push_back(ax);
+  }
+  if (!sweep.seeds.empty()) {
+    Axis ax{{"train.seed"}, {{}}};
+    for (int64_t s : sweep.seeds) ax.columns[0].push_back(YAML::Node(s));
+    axes.push_back(ax);
+  }
+  if (axes.empty()) return {Variant{"main", {}, {}}};
+
+  // Short names for the keys that take more than one value.
+  std::vector<std::string> varied;
+  for (const auto& ax : axes) {
+    if (ax.size() > 1) varied.insert(varied.end(), ax.keys.begin(), ax.keys.end());
+  }
+  std::map<std::string, std::string> short_name;
+  for (const auto& k : varied) {
+    for (int n = 1;; ++n) {
+      const std::string cand = last_components(k, n);
+      bool clash = false;
+      for (const auto& o : varied) clash |= o != k && last_components(o, n) == cand;
+      if (!clash || cand == k) {
+        short_name[k] = cand;
+        break;
+      }
+    }
+  }
+
+  std::vector<Variant> out;
+  std::vector<size_t> idx(axes.size(), 0);
+  while (true) {
+    Variant v;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      for (size_t k = 0; k < axes[a].keys.size(); ++k) {
+        const std::string& key = axes[a].keys[k];
+        const YAML::Node& value = axes[a].columns[k][idx[a]];
+        v.assignments.emplace_back(key, value);
+        if (short_name.count(key)) v.labels.emplace_back(short_name[key], value_label(value));
+      }
+    }
+    bool excluded = false;
+    for (const auto& ex : sweep.exclude) {
+      bool all = !ex.empty();
+      for (const auto& [key, value] : ex) {
+        bool hit = false;
+        for (const auto& [k, val] : v.assignments) hit |= k == key && same_value(val, value);
+        all &= hit;
+      }
+      excluded |= all;
+    }
+    if (!excluded) {
+      std::string name;
+      for (const auto& [k, val] : v.labels) {
+        name +=
+            (name.empty() ? "" : "_") + sanitize(k == "seed" ? "seed" : k) + "-" + sanitize(val);
+      }
+      v.name = name.empty() ? "main" : name;
+      out.push_back(v);
+    }
+    // Odometer: the last axis varies fastest.
+    size_t a = axes.size();
+    while (a > 0 && ++idx[a - 1] == axes[a - 1].size()) idx[--a] = 0;
+    if (a == 0) break;
+  }
+  std::set<std::string> names;
+  for (const auto& v : out) {
+    if (!names.insert(v.name).second) {
+      throw ConfigError(
+          fmt::format("sweep: two variants are both named '{}'; give the varied values "
+                      "distinct labels (maps are labelled by their name/scheme field)",
+                      v.name));
+    }
+  }
+  if (out.empty()) throw ConfigError("sweep: `exclude` drops every variant; nothing to run");
+  return out;
+}
+
+Config variant_config(const Config& base, const Variant& v, const SweepOptions& sweep) {
+  Config c = base.clone();
+  for (const auto& [key, value] : v.assignments) {
+    Location where{base.file(), 0, 0};
+    for (const auto& a : sweep.grid)
+      if (a.key == key) where = a.where;
+    for (const auto& g : sweep.zip)
+      for (const auto& a : g)
+        if (a.key == key) where = a.where;
+    if (key == "train.seed") where = base.location("sweep.seeds");
+    c.set(key, YAML::Clone(value), where);
+  }
+  return c;
+}
+
+std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  try {
+    if (slash != std::string::npos) {
+      size_t u1 = 0, u2 = 0;
+      const int64_t i = std::stoll(text.substr(0, slash), &u1);
+      const int64_t n = std::stoll(text.substr(slash + 1), &u2);
+      if (u1 == slash && u2 == text.size() - slash - 1 && n >= 1 && i >= 0 && i < n) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw UserError("--shard '" + text +
+                  "': expected i/n with 0 <= i < n, e.g. --shard 0/4 (with SLURM: "
+                  "--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)");
+}
+
+std::vector<Variant> shard_variants(const std::vector<Variant>& all, int64_t i, int64_t n) {
+  std::vector<Variant> out;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (static_cast<int64_t>(k % static_cast<size_t>(n)) == i) out.push_back(all[k]);
+  }
+  return out;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,20 @@
+#pragma once
+// The one registration function of the task registry (one line per task).
+
+#include <vector>
+
+#include "hybridlab/task.h"
+
+namespace hybridlab::tasks {
+
+TaskType mqar_task_type();
+TaskType passkey_task_type();
+TaskType copy_task_type();
+TaskType selective_copy_task_type();
+TaskType niah_task_type();
+TaskType text_task_type();
+
+/// Every built-in task. Adding a task: one file defining `<name>_task_type()` and one line here.
+std::vector<TaskType> register_builtin_tasks();
+
+}  // namespace hybridlab::tasks

@@ -1,0 +1,46 @@
+#pragma once
+// Base of the synthetic generators: split-by-hash sampling on top of a raw generator.
+
+#include <ATen/core/Generator.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hybridlab/task.h"
+
+namespace hybridlab::tasks {
+
+/// A CPU generator seeded with `seed`.
+at::Generator make_generator(uint64_t seed);
+
+/// A synthetic task: subclasses implement generate(); this class keeps train rows out of the eval
+/// bucket and eval rows inside it (see split_bucket), so the splits are disjoint.
+class SyntheticTask : public Task {
+ public:
+  Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) override;
+  Batch eval_set(int64_t length, int64_t wanted, uint64_t seed) override;
+  /// `n` raw examples of `length` tokens (before split filtering), drawn from `gen`; `split` lets
+  /// a task draw eval examples differently (copy: longer strings).
+  virtual Batch generate(at::Generator& gen, int64_t n, int64_t length, Split split) = 0;
+
+ protected:
+  Batch draw(at::Generator& gen, int64_t n, int64_t length, Split split);
+};
+
+/// Bytes of `text` as a [len] int64 tensor.
+torch::Tensor bytes_tensor(const std::string& text);
+
+/// Byte-level examples: `texts` (each exactly `length` bytes) and, per text, the byte range
+/// [answer_begin, length) that is scored (predicted from the position before each byte).
+Batch byte_examples(const std::vector<std::string>& texts,
+                    const std::vector<int64_t>& answer_begin);
+
+/// A uniform integer in [lo, hi] drawn from `gen`.
+int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi);
+
+/// Checks that every eval length is >= `min_length` and (if `even`) even; records a ConfigError.
+void check_lengths(const std::string& task, const std::vector<int64_t>& lengths, int64_t min_length,
+                   const std::string& why, bool even = false);
+
+}  // namespace hybridlab::tasks

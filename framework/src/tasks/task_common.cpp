@@ -1,0 +1,196 @@
+// Scoring, seeding, split hashing and the task registry.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "hybridlab/error.h"
+#include "hybridlab/task.h"
+#include "tasks/registry.h"
+#include "tasks/synthetic.h"
+
+namespace hybridlab {
+
+Task::~Task() = default;
+
+void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
+                 bool per_position) {
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  const torch::Tensor mask = targets != kIgnoreIndex;
+  const torch::Tensor safe = targets.masked_fill(~mask, 0);
+  const torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat), -1);
+  const torch::Tensor nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1) * mask;  // [B,T]
+  const torch::Tensor correct = (logits.argmax(-1) == safe) & mask;                   // [B,T]
+  const torch::Tensor per_ex_n = mask.sum(1);
+  const torch::Tensor per_ex_c = correct.sum(1);
+  const torch::Tensor has = per_ex_n > 0;
+  (void)V;
+  (void)B;
+  sums.loss_sum += nll.sum().item<double>();
+  sums.tokens += per_ex_n.sum().item<int64_t>();
+  sums.correct_tokens += per_ex_c.sum().item<int64_t>();
+  sums.examples += has.sum().item<int64_t>();
+  sums.correct_examples += ((per_ex_c == per_ex_n) & has).sum().item<int64_t>();
+  sums.example_accuracy_sum +=
+      (per_ex_c.to(torch::kDouble) / per_ex_n.clamp_min(1).to(torch::kDouble) * has)
+          .sum()
+          .item<double>();
+  if (per_position) {
+    if (static_cast<int64_t>(sums.position_loss_sum.size()) < T) {
+      sums.position_loss_sum.resize(T, 0.0);
+      sums.position_count.resize(T, 0);
+    }
+    const torch::Tensor pl = nll.sum(0).to(torch::kDouble).contiguous();
+    const torch::Tensor pc = mask.sum(0).to(torch::kLong).contiguous();
+    const double* plp = pl.data_ptr<double>();
+    const int64_t* pcp = pc.data_ptr<int64_t>();
+    for (int64_t t = 0; t < T; ++t) {
+      sums.position_loss_sum[t] += plp[t];
+      sums.position_count[t] += pcp[t];
+    }
+  }
+}
+
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+  // splitmix64 over the stream ids: nearby seeds/steps give unrelated streams.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(seed);
+  h = mix(h ^ a);
+  h = mix(h ^ b);
+  h = mix(h ^ c);
+  return h;
+}
+
+torch::Tensor split_bucket(const torch::Tensor& tokens) {
+  // Polynomial row hash modulo a prime: each term < 2^31 and rows up to 2^20 long keep the sum
+  // inside int64. Weights come from a fixed generator so the split never changes between runs.
+  constexpr int64_t P = 2147483647;  // 2^31 - 1
+  const int64_t T = tokens.size(1);
+  at::Generator g = tasks::make_generator(0x5eed5eedULL);
+  const torch::Tensor w = torch::randint(1, P, {T}, g, torch::kLong);
+  const torch::Tensor terms = ((tokens.to(torch::kLong) + 1) * w) % P;
+  const torch::Tensor h = terms.sum(1) % P;
+  return (h * 40503 % P) % kSplitBuckets;
+}
+
+namespace tasks {
+
+at::Generator make_generator(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
+  return torch::randint(lo, hi + 1, {1}, gen, torch::kLong).item<int64_t>();
+}
+
+torch::Tensor bytes_tensor(const std::string& text) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
+  int64_t* p = t.data_ptr<int64_t>();
+  for (size_t i = 0; i < text.size(); ++i) p[i] = static_cast<unsigned char>(text[i]);
+  return t;
+}
+
+Batch byte_examples(const std::vector<std::string>& texts,
+                    const std::vector<int64_t>& answer_begin) {
+  const int64_t n = static_cast<int64_t>(texts.size());
+  const int64_t L = n ? static_cast<int64_t>(texts[0].size()) : 0;
+  torch::Tensor seq = torch::empty({n, L}, torch::kLong);
+  torch::Tensor targets = torch::full({n, L}, kIgnoreIndex, torch::kLong);
+  int64_t* sp = seq.data_ptr<int64_t>();
+  int64_t* tp = targets.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string& t = texts[i];
+    for (int64_t j = 0; j < L; ++j) sp[i * L + j] = static_cast<unsigned char>(t[j]);
+    // Position p predicts byte p+1: the answer bytes are predicted from [begin-1, L-1).
+    for (int64_t j = answer_begin[i]; j < L; ++j) tp[i * L + j - 1] = sp[i * L + j];
+  }
+  return {seq, targets};
+}
+
+void check_lengths(const std::string& task, const std::vector<int64_t>& lengths, int64_t min_length,
+                   const std::string& why, bool even) {
+  for (int64_t L : lengths) {
+    if (L < min_length) {
+      throw ConfigError(
+          fmt::format("task {}: length {} is too short: {} (at least {} tokens); "
+                      "raise task.seq_len / eval.lengths",
+                      task, L, why, min_length));
+    }
+    if (even && L % 2 != 0) {
+      throw ConfigError(fmt::format("task {}: length {} must be even (key/value pairs)", task, L));
+    }
+  }
+}
+
+Batch SyntheticTask::draw(at::Generator& gen, int64_t n, int64_t length, Split split) {
+  std::vector<torch::Tensor> toks, tgts;
+  int64_t have = 0;
+  for (int attempt = 0; have < n; ++attempt) {
+    if (attempt > 1000) {
+      throw DataError(
+          fmt::format("task {}: cannot draw {} distinct {} examples of length {}: the "
+                      "task has too few distinct examples; raise the vocabulary or length",
+                      name(), n, split == Split::kTrain ? "train" : "eval", length));
+    }
+    // Eval keeps 1 row in 16: draw more candidates per round.
+    const int64_t need = n - have;
+    const int64_t m = split == Split::kTrain ? need + need / 8 + 1 : need * kSplitBuckets + 8;
+    Batch raw = generate(gen, m, length, split);
+    const torch::Tensor bucket = split_bucket(raw.tokens);
+    const torch::Tensor keep = split == Split::kTrain ? bucket != 0 : bucket == 0;
+    torch::Tensor idx = keep.nonzero().squeeze(1);
+    if (idx.size(0) > need) idx = idx.slice(0, 0, need);
+    toks.push_back(raw.tokens.index_select(0, idx));
+    tgts.push_back(raw.targets.index_select(0, idx));
+    have += idx.size(0);
+  }
+  return {torch::cat(toks), torch::cat(tgts)};
+}
+
+Batch SyntheticTask::train_batch(int64_t step, int64_t batch_size, uint64_t seed) {
+  at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
+  return draw(g, batch_size, seq_len(), Split::kTrain);
+}
+
+Batch SyntheticTask::eval_set(int64_t length, int64_t wanted, uint64_t seed) {
+  at::Generator g = make_generator(derive_seed(seed, 2, static_cast<uint64_t>(length)));
+  return draw(g, wanted, length, Split::kEval);
+}
+
+}  // namespace tasks
+
+const std::vector<TaskType>& task_types() {
+  static const std::vector<TaskType> types = [] {
+    std::vector<TaskType> t = tasks::register_builtin_tasks();
+    std::sort(t.begin(), t.end(),
+              [](const TaskType& a, const TaskType& b) { return a.name < b.name; });
+    return t;
+  }();
+  return types;
+}
+
+std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx) {
+  const std::string name = s.required<std::string>("name");
+  std::vector<std::string> names;
+  for (const auto& t : task_types()) {
+    if (t.name == name) return t.read(s, ctx);
+    names.push_back(t.name);
+  }
+  if (!name.empty()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string near = nearest_key(name, names);
+    s.error("name", "unknown task '" + name + "'" +
+                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                        " (tasks: " + list + ")");
+  }
+  // Keep the reader strict even without a task: mark nothing else, report unknown keys later.
+  return nullptr;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,156 @@
+// text: byte-level language modelling on a real corpus (default: the Brown corpus, fetched by
+// scripts/fetch_brown.sh). Documents are kept intact: train windows of seq_len+1 bytes start
+// uniformly at random among all window starts inside train documents; eval at length L uses
+// non-overlapping windows inside validation documents (the ALiBi paper's "nonoverlapping"
+// evaluation, Press et al. 2022 §4 / fairseq --context-window 0), every position scored, plus a
+// per-position loss curve (fla-org/flash-linear-attention evals/ppl.py protocol). Metrics: loss
+// (nats/byte), perplexity = exp(loss), bits_per_byte = loss / ln 2.
+//
+// Corpus layout: `path` is a folder with train/ and validation/ subfolders (every regular file
+// below is one document), a folder of documents (split by a hash of each file's relative path,
+// `eval_fraction` to validation), or one file whose documents are separated by
+// `document_separator`. Every document must be UTF-8.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "tasks/registry.h"
+#include "tasks/synthetic.h"
+#include "tasks/text_corpus.h"
+
+namespace hybridlab::tasks {
+namespace {
+namespace fs = std::filesystem;
+
+struct TextOptions {
+  int64_t seq_len = 512;
+  std::string path = "data/brown";
+  double eval_fraction = 0.1;
+  std::string document_separator = "\n\n\n";
+  std::string config_dir;
+};
+
+class TextTask : public Task {
+ public:
+  explicit TextTask(TextOptions o) : o_(std::move(o)) {}
+  std::string name() const override { return "text"; }
+  int64_t vocab_size() const override { return 256; }
+  int64_t seq_len() const override { return o_.seq_len; }
+  bool higher_is_better() const override { return false; }
+  bool per_position_curve() const override { return true; }
+  std::string primary_metric() const override { return "bits_per_byte"; }
+
+  void prepare(const std::vector<int64_t>& lengths) override {
+    if (!corpus_) {
+      corpus_ = std::make_unique<TextCorpus>(
+          load_text_corpus(o_.path, o_.config_dir, o_.eval_fraction, o_.document_separator));
+    }
+    if (corpus_->train.longest < o_.seq_len + 1) {
+      throw DataError(
+          fmt::format("task text: task.seq_len {} needs train documents of at least {} bytes; the "
+                      "longest train "
+                      "document of '{}' is {} bytes",
+                      o_.seq_len, o_.seq_len + 1, corpus_->root, corpus_->train.longest));
+    }
+    for (int64_t L : lengths) {
+      if (corpus_->validation.longest < L + 1) {
+        throw DataError(fmt::format(
+            "task text: eval length {} needs a validation document of at least {} bytes; the "
+            "longest validation document of '{}' is {} bytes (the document limit); lower "
+            "eval.lengths to at most {}",
+            L, L + 1, corpus_->root, corpus_->validation.longest, corpus_->validation.longest - 1));
+      }
+    }
+  }
+
+  Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) override {
+    prepare({});
+    const int64_t T = o_.seq_len;
+    const torch::Tensor& starts = train_starts();  // cumulative valid starts per document
+    at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
+    const int64_t total = starts[-1].item<int64_t>();
+    const torch::Tensor r = torch::randint(0, total, {batch_size}, g, torch::kLong);
+    // Document of each draw, then its offset inside the document.
+    const torch::Tensor doc = torch::searchsorted(starts, r, false, /*right=*/true) - 1;
+    const torch::Tensor off =
+        corpus_->train.offsets.index_select(0, doc) + (r - starts.index_select(0, doc));
+    return window(corpus_->train.bytes, off, T);
+  }
+
+  Batch eval_set(int64_t length, int64_t wanted, uint64_t) override {
+    prepare({length});
+    const auto& v = corpus_->validation;
+    std::vector<int64_t> offs;
+    for (size_t d = 0; d < v.lengths.size(); ++d) {
+      const int64_t nwin = (v.lengths[d] - 1) / length;
+      for (int64_t w = 0; w < nwin; ++w) offs.push_back(v.offset_of[d] + w * length);
+    }
+    // Evenly spaced windows across the validation set when there are more than wanted.
+    std::vector<int64_t> pick;
+    const auto n = static_cast<int64_t>(offs.size());
+    if (n <= wanted) {
+      pick = offs;
+    } else {
+      for (int64_t i = 0; i < wanted; ++i) pick.push_back(offs[i * n / wanted]);
+    }
+    return window(v.bytes, torch::tensor(pick, torch::kLong), length);
+  }
+
+  std::map<std::string, double> metrics(const ScoreSums& s) const override {
+    const double loss = s.tokens ? s.loss_sum / s.tokens : 0.0;
+    return {{"loss", loss},
+            {"perplexity", std::exp(loss)},
+            {"bits_per_byte", loss / std::log(2.0)},
+            {"accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0}};
+  }
+
+ private:
+  static Batch window(const torch::Tensor& bytes, const torch::Tensor& offsets, int64_t T) {
+    const torch::Tensor idx =
+        offsets.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0);
+    const torch::Tensor w =
+        bytes.index({idx.flatten()}).reshape({offsets.size(0), T + 1}).to(torch::kLong);
+    using torch::indexing::Slice;
+    return {w.index({Slice(), Slice(0, T)}).contiguous(),
+            w.index({Slice(), Slice(1, T + 1)}).contiguous()};
+  }
+  const torch::Tensor& train_starts() {
+    if (!starts_.defined()) {
+      std::vector<int64_t> c{0};
+      for (int64_t len : corpus_->train.lengths)
+        c.push_back(c.back() + std::max<int64_t>(0, len - o_.seq_len));
+      starts_ = torch::tensor(c, torch::kLong);
+    }
+    return starts_;
+  }
+
+  TextOptions o_;
+  std::unique_ptr<TextCorpus> corpus_;
+  torch::Tensor starts_;
+};
+
+}  // namespace
+
+TaskType text_task_type() {
+  return {
+      "text",
+      "byte-level language modelling on a UTF-8 corpus (default: Brown, scripts/fetch_brown.sh)",
+      [](Section& s, const TaskContext& ctx) -> std::shared_ptr<Task> {
+        TextOptions o;
+        o.seq_len = s.get<int64_t>("seq_len", o.seq_len);
+        o.path = s.get<std::string>("path", o.path);
+        o.eval_fraction = s.get<double>("eval_fraction", o.eval_fraction);
+        o.document_separator = s.get<std::string>("document_separator", o.document_separator);
+        o.config_dir = ctx.config_dir;
+        s.check(o.seq_len >= 1, "seq_len", "must be >= 1");
+        s.check(o.eval_fraction > 0 && o.eval_fraction < 1, "eval_fraction", "must be in (0, 1)");
+        s.check(!o.document_separator.empty(), "document_separator", "must not be empty");
+        s.finish();
+        return std::make_shared<TextTask>(o);
+      }};
+}
+
+}  // namespace hybridlab::tasks

@@ -1,0 +1,201 @@
+#include "tasks/text_corpus.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "hybridlab/error.h"
+#include "util/atomic_file.h"
+
+namespace hybridlab::tasks {
+namespace fs = std::filesystem;
+
+bool is_utf8(const std::string& data, size_t& bad_offset) {
+  const auto* s = reinterpret_cast<const unsigned char*>(data.data());
+  const size_t n = data.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      bad_offset = i;
+      return false;
+    }
+    if (i + len > n) {
+      bad_offset = i;
+      return false;
+    }
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) {
+        bad_offset = i;
+        return false;
+      }
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong encodings, surrogates and values past U+10FFFF are invalid.
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      bad_offset = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+namespace {
+
+struct Doc {
+  std::string name;
+  std::string text;
+};
+
+std::vector<fs::path> files_below(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().filename().string()[0] != '.') out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Doc read_doc(const fs::path& p, const std::string& name) {
+  Doc d{name, read_file(p.string())};
+  size_t bad = 0;
+  if (!is_utf8(d.text, bad)) {
+    throw DataError(
+        fmt::format("text corpus: '{}' is not UTF-8 (invalid byte 0x{:02x} at offset {}); "
+                    "convert it, e.g. `iconv -f latin1 -t utf-8`",
+                    p.string(), static_cast<unsigned char>(d.text[bad]), bad));
+  }
+  return d;
+}
+
+DocumentSet make_set(const std::vector<Doc>& docs) {
+  DocumentSet s;
+  int64_t total = 0;
+  for (const auto& d : docs) total += static_cast<int64_t>(d.text.size());
+  s.bytes = torch::empty({total}, torch::kUInt8);
+  auto* p = s.bytes.data_ptr<uint8_t>();
+  int64_t at = 0;
+  for (const auto& d : docs) {
+    std::copy(d.text.begin(), d.text.end(), p + at);
+    s.offset_of.push_back(at);
+    s.lengths.push_back(static_cast<int64_t>(d.text.size()));
+    s.names.push_back(d.name);
+    s.longest = std::max<int64_t>(s.longest, d.text.size());
+    at += static_cast<int64_t>(d.text.size());
+  }
+  s.offsets = torch::tensor(s.offset_of, torch::kLong);
+  return s;
+}
+
+fs::path resolve(const std::string& path, const std::string& config_dir) {
+  const fs::path p(path);
+  if (p.is_absolute() || fs::exists(p)) return p;
+  // Relative to the experiment file's folder and its parents (so `hybridlab run` works from any
+  // folder for experiments inside the repository).
+  if (!config_dir.empty()) {
+    for (fs::path d = fs::absolute(config_dir); !d.empty(); d = d.parent_path()) {
+      if (fs::exists(d / p)) return d / p;
+      if (d == d.parent_path()) break;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+TextCorpus load_text_corpus(const std::string& path, const std::string& config_dir,
+                            double eval_fraction, const std::string& separator) {
+  const fs::path root = resolve(path, config_dir);
+  TextCorpus c;
+  c.root = root.string();
+  if (!fs::exists(root)) {
+    const bool brown = fs::path(path).filename() == "brown";
+    throw DataError(fmt::format(
+        "text corpus '{}' does not exist{}", path,
+        brown ? ": the Brown corpus is fetched once by `scripts/fetch_brown.sh` (run by "
+                "scripts/setup.sh) into data/brown/; nothing is downloaded at run time"
+              : "; set task.path to a UTF-8 text file or folder"));
+  }
+  std::vector<Doc> train, validation;
+  auto add_split = [&](const Doc& d, uint64_t key) {
+    // Hash of the name in [0,1): stable under adding or removing other documents.
+    const double u =
+        static_cast<double>(fnv1a(std::to_string(key) + d.name) >> 11) / 9007199254740992.0;
+    (u < eval_fraction ? validation : train).push_back(d);
+  };
+  if (fs::is_directory(root)) {
+    if (fs::is_directory(root / "train") && fs::is_directory(root / "validation")) {
+      for (const auto& f : files_below(root / "train"))
+        train.push_back(read_doc(f, f.lexically_relative(root).string()));
+      for (const auto& f : files_below(root / "validation"))
+        validation.push_back(read_doc(f, f.lexically_relative(root).string()));
+    } else {
+      for (const auto& f : files_below(root))
+        add_split(read_doc(f, f.lexically_relative(root).string()), 0);
+    }
+  } else {
+    const Doc whole = read_doc(root, root.filename().string());
+    size_t at = 0;
+    int64_t index = 0;
+    while (at <= whole.text.size()) {
+      size_t end = whole.text.find(separator, at);
+      if (end == std::string::npos) end = whole.text.size();
+      if (end > at)
+        add_split({fmt::format("{}#{}", whole.name, index), whole.text.substr(at, end - at)}, 0);
+      ++index;
+      at = end + separator.size();
+    }
+  }
+  auto drop_empty = [](std::vector<Doc>& v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [](const Doc& d) { return d.text.empty(); }),
+            v.end());
+  };
+  drop_empty(train);
+  drop_empty(validation);
+  if (train.empty() && validation.empty()) {
+    throw DataError(fmt::format("text corpus '{}' is empty (no non-empty documents)", c.root));
+  }
+  if (validation.empty() && train.size() >= 2) {  // tiny corpora: keep at least one eval document
+    validation.push_back(train.back());
+    train.pop_back();
+  }
+  if (train.empty() || validation.empty()) {
+    throw DataError(fmt::format(
+        "text corpus '{}' has {} train and {} validation documents; both splits need at least one "
+        "(give a folder with train/ and validation/, or more documents{})",
+        c.root, train.size(), validation.size(),
+        fs::is_directory(root) ? "" : " separated by task.document_separator"));
+  }
+  c.train = make_set(train);
+  c.validation = make_set(validation);
+  return c;
+}
+
+}  // namespace hybridlab::tasks

@@ -1,0 +1,27 @@
+#pragma once
+// Training progress: a bar with ETA on a terminal, plain lines every log_every steps otherwise.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace hybridlab {
+
+class Progress {
+ public:
+  Progress(int64_t total, int64_t start, bool quiet, int64_t log_every);
+  void update(int64_t step, double loss, double lr, double tokens_per_s);
+  /// A line printed above the bar (or as a plain line).
+  void note(const std::string& text);
+  void finish();
+
+ private:
+  int64_t total_, start_, log_every_;
+  bool quiet_, tty_, open_ = false;
+  std::chrono::steady_clock::time_point begin_, last_draw_;
+};
+
+/// "1:05" / "1:02:03" for a duration in seconds.
+std::string format_duration(double s);
+
+}  // namespace hybridlab

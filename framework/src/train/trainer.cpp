@@ -1,0 +1,280 @@
+// The training loop. Batches are a pure function of (seed, step) and the checkpoint holds the
+// model, the AdamW state, the step and the CPU RNG, so a resumed run takes the same steps as an
+// uninterrupted one.
+
+#include "hybridlab/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "hybridlab/evaluator.h"
+#include "train/progress.h"
+#include "util/atomic_file.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+Interrupted::~Interrupted() = default;
+TrainingDiverged::~TrainingDiverged() = default;
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+namespace {
+
+void on_stop_signal(int sig) {
+  // A second Ctrl-C while the checkpoint is written exits at once.
+  if (stop_requested().exchange(true)) _exit(128 + sig);
+}
+
+std::string checkpoint_path(const std::string& run_dir) {
+  return (fs::path(run_dir) / "checkpoint" / "state.pt").string();
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::unique_ptr<torch::optim::AdamW> make_optimizer(LanguageModel& model, const TrainOptions& o) {
+  // Weight decay on matrices only (embeddings and projections), not on gains and biases, as in
+  // GPT-2/nanoGPT's configure_optimizers.
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : model.parameters()) {
+    if (!p.requires_grad()) continue;
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  }
+  auto opts = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, opts(o.weight_decay));
+  groups.emplace_back(no_decay, opts(0.0));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(o.lr));
+}
+
+void save_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt, int64_t step,
+                     const std::string& run_dir) {
+  torch::serialize::OutputArchive top, m, o;
+  model.save(m);
+  opt.save(o);
+  top.write("model", m);
+  top.write("optimizer", o);
+  top.write("step", torch::tensor(step, torch::kLong));
+  top.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  const std::string path = checkpoint_path(run_dir);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    top.save_to(tmp);
+  } catch (const std::exception& e) {
+    std::remove(tmp.c_str());
+    throw UserError(
+        fmt::format("cannot write checkpoint '{}': {} (disk full or folder not writable?); "
+                    "the previous checkpoint is unchanged",
+                    path, e.what()));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) throw UserError(fmt::format("cannot move '{}' to '{}': {}", tmp, path, ec.message()));
+}
+
+// Drops metrics lines past `step` (a killed run may have logged steps after its checkpoint).
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (json::parse(line).value("step", int64_t{0}) > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a half-written last line
+    }
+    kept += line + "\n";
+  }
+  write_file_atomic(path, kept);
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+double learning_rate(const TrainOptions& o, int64_t step) {
+  if (o.warmup_steps > 0 && step < o.warmup_steps) {
+    return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  }
+  const double span = static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
+  const double min_lr = o.lr * o.min_lr_ratio;
+  return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir) {
+  const std::string path = checkpoint_path(run_dir);
+  if (!fs::exists(path)) return -1;
+  torch::serialize::InputArchive top, m;
+  top.load_from(path);
+  top.read("model", m);
+  model.load(m);
+  torch::Tensor step;
+  top.read("step", step);
+  return step.item<int64_t>();
+}
+
+TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
+                   const std::string& run_dir, const TrainerHooks& hooks) {
+  const TrainOptions& o = exp.train;
+  TrainSummary summary;
+  const auto params = model.parameters();
+  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  auto opt = make_optimizer(model, o);
+  const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
+  const std::string ckpt = checkpoint_path(run_dir);
+
+  int64_t start = 0;
+  if (fs::exists(ckpt)) {
+    torch::serialize::InputArchive top, m, oa;
+    top.load_from(ckpt);
+    top.read("model", m);
+    model.load(m);
+    top.read("optimizer", oa);
+    opt->load(oa);
+    torch::Tensor step, rng;
+    top.read("step", step);
+    top.read("rng", rng);
+    at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
+    cpu_gen.set_state(rng);
+    start = step.item<int64_t>();
+    summary.resumed_from = start;
+    truncate_metrics(metrics_path, start);
+  } else {
+    write_file_atomic(metrics_path, "");
+  }
+  int64_t last_ckpt_step = start;
+  std::string last_ckpt_text =
+      fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
+
+  FILE* metrics = std::fopen(metrics_path.c_str(), "a");
+  if (!metrics) {
+    throw UserError(
+        fmt::format("cannot append to '{}' (is the runs folder writable?)", metrics_path));
+  }
+  struct Closer {
+    FILE* f;
+    ~Closer() { std::fclose(f); }
+  } closer{metrics};
+
+  Progress progress(o.steps, start, hooks.quiet, o.log_every);
+  model.train();
+  const auto t_begin = Clock::now();
+  double window_loss = 0;
+  int64_t window_n = 0, tokens_done = 0;
+  int64_t step = start;
+  const int64_t vocab = task.vocab_size();
+  for (; step < o.steps; ++step) {
+    if (stop_requested().load() || (hooks.stop_after > 0 && step - start >= hooks.stop_after)) {
+      save_checkpoint(model, *opt, step, run_dir);
+      progress.finish();
+      throw Interrupted(
+          fmt::format("stopped at step {}; checkpoint written to '{}'; rerun the same "
+                      "command to resume",
+                      step, ckpt));
+    }
+    const auto t0 = Clock::now();
+    Batch b = task.train_batch(step, o.batch_size, static_cast<uint64_t>(o.seed));
+    const torch::Tensor tokens = b.tokens.to(device), targets = b.targets.to(device);
+    const auto t1 = Clock::now();
+    const torch::Tensor logits = model.forward(tokens);
+    if (step == start && logits.size(-1) < vocab) {
+      throw ConfigError(
+          fmt::format("model.vocab_size is {} but task {} uses {} token ids; set "
+                      "model.vocab_size >= {}",
+                      logits.size(-1), task.name(), vocab, vocab));
+    }
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+    loss.backward();
+    const double loss_v = loss.item<double>();
+    const auto t2 = Clock::now();
+    summary.model_s += seconds(t2 - t1);
+    if (!std::isfinite(loss_v)) {
+      progress.finish();
+      throw TrainingDiverged(fmt::format(
+          "training diverged: the loss is {} at step {}; the last good checkpoint is {}; lower "
+          "train.lr or raise train.warmup_steps / train.grad_clip",
+          loss_v, step + 1, last_ckpt_text));
+    }
+    const double max_norm = o.grad_clip > 0 ? o.grad_clip : std::numeric_limits<double>::infinity();
+    const double grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
+    const double lr = learning_rate(o, step);
+    for (auto& g : opt->param_groups())
+      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    opt->step();
+    opt->zero_grad();
+    const auto t3 = Clock::now();
+    const int64_t ntok = b.tokens.numel();
+    tokens_done += ntok;
+    const double step_s = seconds(t3 - t0);
+    window_loss += loss_v;
+    ++window_n;
+    json line = {{"step", step + 1},
+                 {"loss", loss_v},
+                 {"lr", lr},
+                 {"grad_norm", grad_norm},
+                 {"tokens_per_s", ntok / std::max(step_s, 1e-9)},
+                 {"time_s", seconds(t3 - t_begin)}};
+    std::fputs((line.dump() + "\n").c_str(), metrics);
+    std::fflush(metrics);
+    progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
+    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+      const LengthResult r =
+          evaluate_length(model, task, exp.eval, task.seq_len(), exp.eval.examples_during_training);
+      json ev = {{"step", step + 1}, {"eval_length", r.length}};
+      for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
+      std::fputs((ev.dump() + "\n").c_str(), metrics);
+      std::fflush(metrics);
+      progress.note(fmt::format("step {} eval@{} {} {:.4f}", step + 1, r.length,
+                                task.primary_metric(), r.metrics.at(task.primary_metric())));
+      model.train();
+    }
+    if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) {
+      save_checkpoint(model, *opt, step + 1, run_dir);
+      last_ckpt_step = step + 1;
+      last_ckpt_text = fmt::format("'{}' (step {})", ckpt, last_ckpt_step);
+    }
+    if (window_n >= o.log_every) {
+      summary.final_loss = window_loss / window_n;
+      window_loss = 0;
+      window_n = 0;
+    }
+  }
+  if (window_n > 0) summary.final_loss = window_loss / window_n;
+  save_checkpoint(model, *opt, step, run_dir);
+  progress.finish();
+  summary.steps = step;
+  summary.wall_s = seconds(Clock::now() - t_begin);
+  summary.tokens_per_s = tokens_done / std::max(summary.wall_s, 1e-9);
+  return summary;
+}
+
+}  // namespace hybridlab
