@@ -93,16 +93,25 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
   const torch::Tensor k = pad4(expand_heads(k_in.to(dt), s.Hk, H)).view({B, H, N, C, K});
   const torch::Tensor v = pad4(v_in.to(dt)).view({B, H, N, C, V});
   const torch::Tensor beta = pad3(beta_in.to(dt)).view({B, H, N, C});
-  const torch::Tensor gc = pad3(g_in.to(dt)).view({B, H, N, C}).cumsum(-1);  // Γ, chunk-local
+  const torch::Tensor gp = pad3(g_in.to(dt)).view({B, H, N, C});  // per-token log decay
+  const torch::Tensor gc = gp.cumsum(-1);                         // Γ, chunk-local
 
   const auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(v_in.device());
   const torch::Tensor lower_incl = torch::ones({C, C}, bool_opts).tril();        // i >= j
   const torch::Tensor strictly_lower = torch::ones({C, C}, bool_opts).tril(-1);  // i > j
-  // e^{Γ_i−Γ_j} for i >= j, 0 above: mask by index BEFORE exp (the differences above the
-  // diagonal are positive and may overflow; masking by sign would zero the diagonal).
+  // Γ_i − Γ_j = Σ_{j<s≤i} g_s as a sum of the g's themselves (Mamba2's stable "segsum"), not as a
+  // difference of two large cumulative sums: that subtraction puts an O(1) cancellation into the
+  // gradient of g (the diagonal's e^0 = 1 pulls +1 and −1 through the cumsum), which swamps the
+  // true, tiny gradient under strong decay (QwenLM/FlashQLA PR #28).
+  const torch::Tensor seg =
+      gp.unsqueeze(-1)
+          .expand({B, H, N, C, C})
+          .masked_fill(strictly_lower.logical_not(), 0.0)  // [s,j]: g_s where s > j
+          .cumsum(-2);                                     // [i,j]: Σ_{j<s≤i} g_s
+  // e^{Γ_i−Γ_j} for i >= j, 0 above: mask by index BEFORE exp (entries above the diagonal must
+  // never reach exp; masking by sign would zero the diagonal and the g = 0 entries).
   const torch::Tensor decay =
-      (gc.unsqueeze(-1) - gc.unsqueeze(-2))
-          .masked_fill(lower_incl.logical_not(), -std::numeric_limits<double>::infinity())
+      seg.masked_fill(lower_incl.logical_not(), -std::numeric_limits<double>::infinity())
           .exp();                                                   // [B,H,N,C,C]
   const torch::Tensor kkt = torch::matmul(k, k.transpose(-1, -2));  // [B,H,N,C,C]
   const torch::Tensor A =
@@ -119,7 +128,10 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
   const torch::Tensor q_decayed = q * eg.unsqueeze(-1);                       // diag(e^Γ) Q
   const torch::Tensor intra = torch::matmul(q, k.transpose(-1, -2)) * decay;  // (QKᵀ)⊙M, diag incl.
   const torch::Tensor g_last = gc.select(-1, C - 1);                          // [B,H,N]
-  const torch::Tensor k_to_end = k * (g_last.unsqueeze(-1) - gc).exp().unsqueeze(-1);
+  // Γ_C − Γ_i = Σ_{s>i} g_s: an exclusive suffix sum, again without subtracting cumulative sums.
+  const torch::Tensor to_end = torch::constant_pad_nd(
+      gp.flip(-1).cumsum(-1).flip(-1).narrow(-1, 1, C - 1), {0, 1});  // [B,H,N,C]
+  const torch::Tensor k_to_end = k * to_end.exp().unsqueeze(-1);
   const torch::Tensor chunk_decay = g_last.exp();  // [B,H,N]
 
   std::vector<torch::Tensor> outs;
@@ -141,7 +153,10 @@ torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_lo
   const auto dt = compute_dtype(a);
   const double max_float = std::numeric_limits<float>::max();
   const torch::Tensor A = A_log.to(dt).exp().clamp_max(max_float);
-  return -A * torch::softplus(a.to(dt) + dt_bias.to(dt), /*beta=*/1.0, /*threshold=*/20.0);
+  // Floor at kMinLogDecay: e^g is 0 there in any precision, and finite g keeps the chunk-local
+  // sums finite (−inf − (−inf) would be NaN).
+  return (-A * torch::softplus(a.to(dt) + dt_bias.to(dt), /*beta=*/1.0, /*threshold=*/20.0))
+      .clamp_min(kMinLogDecay);
 }
 
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,

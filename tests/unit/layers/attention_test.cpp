@@ -232,9 +232,10 @@ TEST_CASE(
     "attention: every discovered scheme decodes with a KV cache == one forward, and is causal",
     "[attention][plugins]") {
   auto host = hybridlab::test::test_host();
-  const auto names = hybridlab::test::discovered_schemes(*host);
-  REQUIRE(!names.empty());
-  for (const std::string& name : names) {
+  const auto records = hybridlab::test::discovered_schemes(*host);
+  REQUIRE(!records.empty());
+  for (const auto& record : records) {
+    const std::string& name = record.name;
     for (bool causal : {true, false}) {
       CAPTURE(name, causal);
       PositionContext ctx;

@@ -233,7 +233,7 @@ TEST_CASE("identity: the delta rule overwrites (k, v1) by (k, v2); linear attent
                      : recurrent_gated_delta_rule(q, k, v, g, beta, s);
     const torch::Tensor read = r.o[0][0][2];
     REQUIRE_TENSORS_CLOSE(read, torch::tensor({-3.0f, 0.5f}) * s, 1e-6);
-    REQUIRE(max_abs_diff(read, torch::tensor({-2.0f, 2.5f}) * s) > 1.0);  // not v1 + v2
+    REQUIRE(max_abs_diff(read, torch::tensor({-2.0f, 2.5f}) * s) > 0.5);  // not v1 + v2
   }
 }
 
@@ -293,12 +293,10 @@ TEST_CASE("gate: finite g <= 0 for extreme A_log and a + dt_bias, fp32 even from
       const float gv = g.item<float>();
       REQUIRE(std::isfinite(gv));
       REQUIRE(gv <= 0.0f);
-      // Independent value: −exp(A_log)·softplus(p) in double, clamped like the kernel.
+      // Independent value: −exp(A_log)·softplus(p) in double, floored at −1e4 like the kernel.
       const double sp = p > 20 ? p : std::log1p(std::exp(p));
-      const double expected = -std::min(std::exp(al), 3.4028234663852886e38) * sp;
-      if (std::isfinite(expected) && std::abs(expected) < 1e30) {
-        REQUIRE(gv == Approx(expected).epsilon(1e-3).margin(1e-30));
-      }
+      const double expected = std::max(-std::exp(al) * sp, -1e4);
+      REQUIRE(gv == Approx(expected).epsilon(1e-4).margin(1e-30));
     }
   }
 }

@@ -49,12 +49,10 @@ inline std::unique_ptr<PluginHost> test_host() {
   return host;
 }
 
-/// Names of every scheme the test plugin folder provides (whatever the positional-scheme work
-/// has built so far; at least nope).
-inline std::vector<std::string> discovered_schemes(PluginHost& host) {
-  std::vector<std::string> names;
-  for (const auto& rec : host.plugins(/*probe_hooks=*/false)) names.push_back(rec.name);
-  return names;
+/// Every scheme the test plugin folder provides (whatever the positional-scheme work has built
+/// so far; at least nope), with its hooks probed at default settings.
+inline std::vector<PluginRecord> discovered_schemes(PluginHost& host) {
+  return host.plugins(/*probe_hooks=*/true);
 }
 
 }  // namespace hybridlab::test
