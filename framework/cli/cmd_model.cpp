@@ -50,12 +50,12 @@ void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ost
       "position: {}\n\n",
       s.d_model, s.vocab_size, s.layers.size(), letters, s.tied_embeddings ? "tied" : "untied",
       s.input_position.empty() ? "none" : s.input_position);
-  out << fmt::format("{:>5}  {:<15} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}\n", "layer",
+  out << fmt::format("{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}\n", "layer",
                      "mixer", "position", "hooks", "params", "state", "kv/token", "FLOP/token",
                      "details");
   for (const auto& l : s.layers) {
     out << fmt::format(
-        "{:>5}  {:<15} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
+        "{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
         std::string(1, l.letter) + " " + l.mixer, l.position,
         l.mixer == "attention" || l.position_hooks ? hook_names(l.position_hooks) : "-",
         count(static_cast<double>(l.parameters)), count(static_cast<double>(l.state_floats)),
