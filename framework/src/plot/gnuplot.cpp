@@ -167,8 +167,8 @@ void plot_lines(const LinePlot& plot, const std::string& png_path) {
      << "set xlabel " << gp_quote(plot.xlabel) << "\n"
      << "set ylabel " << gp_quote(plot.ylabel) << "\n"
      << "set grid\nset key outside right top\nset datafile missing 'NaN'\n";
-  if (plot.logx) gp << "set logscale x 2\n";
-  if (plot.logy) gp << "set logscale y\n";
+  if (plot.logx) gp << "set logscale x 2\nset format x '%g'\n";
+  if (plot.logy) gp << "set logscale y\nset format y '%g'\n";
   if (std::isfinite(plot.vline)) {
     gp << "set arrow from " << number(plot.vline) << ", graph 0 to " << number(plot.vline)
        << ", graph 1 nohead dashtype 2 linewidth 1.5 linecolor rgb 'gray40'\n";

@@ -94,7 +94,7 @@ TEST_CASE("sinusoidal: scale_embeddings and tiles", "[position][sinusoidal]") {
                         pe_rows(*s, 8, pos), 0.0);
 }
 
-TEST_CASE("learned: embed adds table rows; past the table, clamp or refuse",
+TEST_CASE("learned: embed adds table rows and past the table clamps or refuses",
           "[position][learned]") {
   PositionContext ctx = test_context(1, 8);
   ctx.train_length = ctx.max_length = 16;  // the table covers every length used

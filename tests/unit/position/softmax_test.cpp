@@ -27,7 +27,7 @@ torch::Tensor bias_of(PositionScheme& s, const torch::Tensor& pos, int64_t heads
 
 }  // namespace
 
-TEST_CASE("softmax rows sum to 1 after every bias; a constant per row changes nothing",
+TEST_CASE("softmax rows sum to 1 after every bias and a constant per row changes nothing",
           "[position]") {
   torch::manual_seed(20);
   const int64_t heads = 4, dh = 16, t = 24;
