@@ -129,6 +129,19 @@ TEST_CASE("rope: query tiles, decoding steps and grouped keys", "[position][rope
   // One decoding step: the query at position 31, the unrotated cache 0..31.
   const auto [dq, dk] = rope->rotate(q.slice(2, 31, 32), k, positions({31}), pos);
   REQUIRE_TENSORS_CLOSE(dq, fq.slice(2, 31, 32), 1e-6);
+  // q and k as the attention layer makes them: [B,T,H,Dh] projections transposed to [B,H,T,Dh]
+  // (not contiguous), in both layouts.
+  for (const char* layout : {"half", "interleaved"}) {
+    auto r = make_scheme("rope", std::string("{layout: ") + layout + "}", test_context(4, 32));
+    const torch::Tensor qt = q.transpose(1, 2).contiguous().transpose(1, 2);
+    const torch::Tensor kt = k.transpose(1, 2).contiguous().transpose(1, 2);
+    REQUIRE_FALSE(qt.is_contiguous());
+    const auto [cq, ck] = r->rotate(q, k, pos, pos);
+    const auto [nq, nk] = r->rotate(qt, kt, pos, pos);
+    INFO("layout " << layout);
+    REQUIRE_TENSORS_CLOSE(nq, cq, 0.0);
+    REQUIRE_TENSORS_CLOSE(nk, ck, 0.0);
+  }
   // bfloat16 in, bfloat16 out.
   const auto [bq, bk] = rope->rotate(q.to(torch::kBFloat16), k.to(torch::kBFloat16), pos, pos);
   REQUIRE(bq.scalar_type() == torch::kBFloat16);
