@@ -170,11 +170,12 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
   TORCH_CHECK(prev.size(0) == B && prev.size(1) == Kc - 1 && prev.size(2) == C,
               "short_conv: cache must be [B,K-1,C], got ", prev.sizes());
   const torch::Tensor xx = torch::cat({prev, x}, 1);  // [B,K-1+T,C]
-  const torch::Tensor y =
-      at::conv1d(xx.transpose(1, 2), weight.to(x.scalar_type()), c10::optional<at::Tensor>(),
-                 /*stride=*/at::IntArrayRef{1}, /*padding=*/at::IntArrayRef{0},
-                 /*dilation=*/at::IntArrayRef{1}, /*groups=*/C)
-          .transpose(1, 2);  // [B,T,C]
+  const int64_t T = x.size(1);
+  // Σ_i w[:,i] · xx[:, i:i+T, :]: K shifted multiply-adds. (at::conv1d with groups = C takes a
+  // slow generic path on CPU, one small GEMM per channel.)
+  const torch::Tensor w = weight.to(x.scalar_type()).view({C, Kc});  // [C,K]
+  torch::Tensor y = xx.narrow(1, 0, T) * w.select(1, 0);
+  for (int64_t i = 1; i < Kc; ++i) y = y + xx.narrow(1, i, T) * w.select(1, i);
   return {torch::silu(y), xx.narrow(1, xx.size(1) - (Kc - 1), Kc - 1)};
 }
 

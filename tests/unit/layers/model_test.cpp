@@ -253,3 +253,44 @@ TEST_CASE("model summary CLI prints the layer table and totals", "[model][cli]")
                       Catch::Contains("128"));
   std::remove(yaml.c_str());
 }
+
+TEST_CASE("model: schemes in the wrong place and past their length are build-time errors",
+          "[model][plugins]") {
+  auto host = hybridlab::test::test_host();
+  bool have_learned = false;
+  for (const auto& r : hybridlab::test::discovered_schemes(*host)) {
+    have_learned = have_learned || r.name == "learned";
+  }
+  if (have_learned) {
+    // An input (embed) scheme on an attention layer.
+    try {
+      build("model:\n  layers: A\n  attention: {position: {scheme: learned}}\n", *host);
+      FAIL("expected a ConfigError");
+    } catch (const ConfigError& e) {
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Contains("exp.yaml:3:") && Catch::Contains("model.position"));
+    }
+    // A learned table shorter than the eval length.
+    try {
+      build("model:\n  layers: A\n  position: {scheme: learned, max_position_embeddings: 64}\n",
+            *host, {64, 256});
+      FAIL("expected an error");
+    } catch (const UserError& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("64") && Catch::Contains("256"));
+    }
+    // Within its length it builds and embeds.
+    auto ok = build("model:\n  d_model: 16\n  layers: A\n  position: {scheme: learned}\n", *host);
+    REQUIRE(ok->summary(64).input_position == "learned");
+  }
+  {
+    // A scheme without an embed hook as the model-level input scheme.
+    try {
+      build("model:\n  layers: A\n  position: {scheme: nope}\n", *host);
+      FAIL("expected a ConfigError");
+    } catch (const ConfigError& e) {
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Contains("exp.yaml:3:") && Catch::Contains("no embed hook"));
+    }
+  }
+  if (!have_learned) WARN("learned plugin missing: embed placement and length checks skipped");
+}
