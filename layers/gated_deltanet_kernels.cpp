@@ -134,16 +134,23 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
   const torch::Tensor k_to_end = k * to_end.exp().unsqueeze(-1);
   const torch::Tensor chunk_decay = g_last.exp();  // [B,H,N]
 
-  std::vector<torch::Tensor> outs;
-  outs.reserve(N);
-  for (int64_t n = 0; n < N; ++n) {  // sequential over chunks only
+  // Only the state recursion is sequential (over chunks, not tokens); the read-outs of all chunks
+  // are batched matmuls afterwards, from the state entering each chunk and its pseudo-values.
+  std::vector<torch::Tensor> h_in, v_news;
+  h_in.reserve(N);
+  v_news.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {
+    h_in.push_back(h);
     const torch::Tensor v_new = U.select(2, n) - torch::matmul(W.select(2, n), h);  // [B,H,C,V]
-    outs.push_back(torch::matmul(q_decayed.select(2, n), h) +
-                   torch::matmul(intra.select(2, n), v_new));
+    v_news.push_back(v_new);
     h = h * chunk_decay.select(2, n).unsqueeze(-1).unsqueeze(-1) +
         torch::matmul(k_to_end.select(2, n).transpose(-1, -2), v_new);
   }
-  torch::Tensor o = torch::stack(outs, 2).view({B, H, N * C, V});
+  const torch::Tensor H_in = torch::stack(h_in, 2);     // [B,H,N,K,V]
+  const torch::Tensor V_new = torch::stack(v_news, 2);  // [B,H,N,C,V]
+  const torch::Tensor o_chunks =
+      torch::matmul(q_decayed, H_in) + torch::matmul(intra, V_new);  // [B,H,N,C,V]
+  torch::Tensor o = o_chunks.reshape({B, H, N * C, V});
   if (pad) o = o.narrow(2, 0, T);
   return {o.to(v_in.scalar_type()), h};
 }
