@@ -204,7 +204,26 @@ Experiment read_experiment(Config cfg, bool validate_sweep) {
       try {
         read_experiment(variant_config(cfg, v, e.sweep), false);
       } catch (const ConfigError& err) {
-        const std::string msg = err.what();
+        std::string msg = err.what();
+        // Name the sweep line that set the offending key (the reader locates it at its section).
+        for (const auto& [key, value] : v.assignments) {
+          std::string prefix = key;
+          while (!prefix.empty() && msg.find(" " + prefix + ":") == std::string::npos) {
+            const size_t dot = prefix.rfind('.');
+            prefix = dot == std::string::npos ? "" : prefix.substr(0, dot);
+          }
+          if (prefix.empty() || prefix.find('.') == std::string::npos) continue;
+          Location where = cfg.location("sweep");
+          for (const auto& a : e.sweep.grid) {
+            if (a.key == key) where = a.where;
+          }
+          for (const auto& g : e.sweep.zip) {
+            for (const auto& a : g) {
+              if (a.key == key) where = a.where;
+            }
+          }
+          msg += " (set by the sweep key '" + key + "' at " + where.str() + ")";
+        }
         if (seen.insert(msg).second)
           problems.push_back("in sweep variant '" + v.name + "': " + msg);
       }

@@ -70,8 +70,9 @@ std::vector<RunRecord> load_runs(const fs::path& dir) {
         r.primary = r.results.value("primary_metric", "");
         r.higher_is_better = r.results.value("higher_is_better", true);
         r.train_length = r.results.value("train_length", int64_t{0});
-        for (const auto& [k, v] : r.results.value("labels", json::object()).items()) {
-          r.labels.emplace_back(k, v.get<std::string>());
+        const json labels = r.results.value("labels", json::object());
+        for (const auto& [k, v] : labels.items()) {
+          r.labels.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
         }
       } catch (const std::exception& e) {
         r.error = std::string("unreadable results.json: ") + e.what();

@@ -1,0 +1,132 @@
+// Sweep expansion (grid, zip, seeds, exclude), run names, sharding, validation of sweep keys.
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "hybridlab/experiment.h"
+#include "hybridlab/sweep.h"
+#include "job_support.h"
+
+using namespace hybridlab;
+
+namespace {
+
+std::vector<std::string> names(const std::vector<Variant>& vs) {
+  std::vector<std::string> out;
+  for (const auto& v : vs) out.push_back(v.name);
+  return out;
+}
+
+Experiment read(const std::string& sweep_yaml) {
+  return read_experiment(
+      Config::parse(jobtest::tiny_experiment(
+                        "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}", sweep_yaml),
+                    "exp.yaml"));
+}
+
+}  // namespace
+
+TEST_CASE("sweep: grid x seeds in file order, last axis fastest, names from varied values",
+          "[job][sweep]") {
+  const Experiment e = read(
+      "sweep:\n"
+      "  grid:\n"
+      "    model.attention.position.scheme: [nope, rope]\n"
+      "    model.layers: [GA, AA, GG]\n"
+      "    train.lr: [0.001]\n"
+      "  seeds: [0, 1]\n");
+  const auto vs = expand_sweep(e.sweep);
+  REQUIRE(vs.size() == 12u);
+  REQUIRE(vs[0].name == "scheme-nope_layers-GA_seed-0");
+  REQUIRE(vs[1].name == "scheme-nope_layers-GA_seed-1");
+  REQUIRE(vs[2].name == "scheme-nope_layers-AA_seed-0");
+  REQUIRE(vs[11].name == "scheme-rope_layers-GG_seed-1");
+  // Single-valued axes are applied but not named.
+  REQUIRE(vs[0].assignments.size() == 4u);
+  REQUIRE(vs[0].assignments[2].first == "train.lr");
+  REQUIRE(vs[0].assignments[3].first == "train.seed");
+  REQUIRE(vs[11].assignments[3].second.as<int64_t>() == 1);
+  // The variant config carries the values.
+  const Config c = variant_config(e.config, vs[11], e.sweep);
+  REQUIRE(c.lookup("model.attention.position.scheme").as<std::string>() == "rope");
+  REQUIRE(c.lookup("model.layers").as<std::string>() == "GG");
+  REQUIRE(c.lookup("train.seed").as<int64_t>() == 1);
+  REQUIRE(e.config.lookup("train.seed").IsDefined() == false);  // the base is untouched
+}
+
+TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelled by name",
+          "[job][sweep]") {
+  const Experiment e = read(
+      "sweep:\n"
+      "  grid:\n"
+      "    task: [{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4},\n"
+      "           {name: copy, seq_len: 32}]\n"
+      "  zip:\n"
+      "    model.d_model: [16, 32]\n"
+      "    model.attention.n_heads: [2, 4]\n"
+      "  exclude:\n"
+      "    - {task: {name: copy, seq_len: 32}, model.d_model: 32}\n");
+  const auto vs = expand_sweep(e.sweep);
+  REQUIRE(names(vs) == std::vector<std::string>{"task-mqar_d_model-16_n_heads-2",
+                                                "task-mqar_d_model-32_n_heads-4",
+                                                "task-copy_d_model-16_n_heads-2"});
+}
+
+TEST_CASE("sweep: names disambiguate equal last key components", "[job][sweep]") {
+  const Experiment e = read(
+      "sweep:\n"
+      "  grid:\n"
+      "    model.attention.n_heads: [2, 4]\n"
+      "    model.gated_deltanet.n_heads: [1, 2]\n");
+  const auto vs = expand_sweep(e.sweep);
+  REQUIRE(vs[0].name == "attention.n_heads-2_gated_deltanet.n_heads-1");
+}
+
+TEST_CASE("sweep: no sweep is one run named main", "[job][sweep]") {
+  const Experiment e = read("");
+  REQUIRE(names(expand_sweep(e.sweep)) == std::vector<std::string>{"main"});
+}
+
+TEST_CASE("sweep: shards are a deterministic round-robin partition", "[job][sweep]") {
+  const Experiment e =
+      read("sweep: {grid: {model.layers: [GA, AA, GG, AG, GGA]}, seeds: [0, 1]}\n");
+  const auto all = expand_sweep(e.sweep);
+  REQUIRE(all.size() == 10u);
+  std::multiset<std::string> seen;
+  for (int64_t i = 0; i < 3; ++i) {
+    const auto part = shard_variants(all, i, 3);
+    REQUIRE(part.size() == (i == 0 ? 4u : 3u));
+    for (size_t k = 0; k < part.size(); ++k) REQUIRE(part[k].name == all[i + 3 * k].name);
+    for (const auto& v : part) seen.insert(v.name);
+  }
+  REQUIRE(seen.size() == all.size());
+  REQUIRE(std::set<std::string>(seen.begin(), seen.end()).size() == all.size());
+  REQUIRE(parse_shard("2/3") == std::pair<int64_t, int64_t>{2, 3});
+  REQUIRE_THROWS_AS(parse_shard("3/3"), UserError);
+  REQUIRE_THROWS_AS(parse_shard("1"), UserError);
+  REQUIRE_THROWS_AS(parse_shard("a/b"), UserError);
+}
+
+TEST_CASE("sweep: a key that is not a config key is reported with the nearest key",
+          "[job][sweep]") {
+  try {
+    read("sweep:\n  grid:\n    model.attention.positon.scheme: [nope, rope]\n");
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& err) {
+    const std::string m = err.what();
+    INFO(m);
+    REQUIRE(m.find("exp.yaml:8") != std::string::npos);  // the sweep line
+    REQUIRE(m.find("did you mean 'position'") != std::string::npos);
+  }
+  try {
+    read("sweep:\n  grid:\n    train.steps: [10, many]\n");
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& err) {
+    REQUIRE(std::string(err.what()).find("train.steps") != std::string::npos);
+  }
+  REQUIRE_THROWS_WITH(read("sweep:\n  zip:\n    model.d_model: [16, 32]\n    train.lr: [0.1]\n"),
+                      Catch::Contains("equal lengths"));
+  REQUIRE_THROWS_WITH(read("sweep:\n  grid:\n    model.d_model: 16\n"),
+                      Catch::Contains("non-empty list"));
+}

@@ -1,0 +1,142 @@
+// Trainer: the learning-rate schedule, resume equality, divergence, checkpoint contents.
+
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "hybridlab/evaluator.h"
+#include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
+#include "hybridlab/plugin_host.h"
+#include "hybridlab/trainer.h"
+#include "job_support.h"
+
+using namespace hybridlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+Experiment tiny(const std::string& train_yaml) {
+  return read_experiment(Config::parse(jobtest::tiny_experiment(
+      "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
+      "train: " + train_yaml + "\neval: {lengths: [32, 64], examples: 8}\n")));
+}
+
+std::shared_ptr<LanguageModel> model_for(const Experiment& e, std::unique_ptr<PluginHost>& host) {
+  host = make_plugin_host(e.config);
+  torch::manual_seed(static_cast<uint64_t>(e.train.seed));
+  return build_model(*e.model, *host, ModelBuildContext{32, 64});
+}
+
+std::vector<std::string> loss_lines(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "metrics.jsonl");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss"))
+      out.push_back(std::to_string(j["step"].get<int64_t>()) + ":" + j["loss"].dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("learning rate: linear warmup then cosine to min_lr_ratio", "[job][train]") {
+  TrainOptions o;
+  o.lr = 1e-3;
+  o.steps = 110;
+  o.warmup_steps = 10;
+  o.min_lr_ratio = 0.1;
+  REQUIRE(learning_rate(o, 0) == Approx(1e-4));   // (0+1)/10 * lr
+  REQUIRE(learning_rate(o, 9) == Approx(1e-3));   // end of warmup
+  REQUIRE(learning_rate(o, 10) == Approx(1e-3));  // cosine at progress 0
+  REQUIRE(learning_rate(o, 60) == Approx(1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 0.5))));
+  REQUIRE(learning_rate(o, 110) == Approx(1e-4));  // the floor
+}
+
+TEST_CASE("resume: a killed run resumed equals an uninterrupted run", "[job][train]") {
+  jobtest::TempDir a, b;
+  const Experiment e =
+      tiny("{steps: 12, batch_size: 4, lr: 0.01, warmup_steps: 2, checkpoint_every: 4, seed: 3}");
+  TrainerHooks quiet;
+  quiet.quiet = true;
+  std::unique_ptr<PluginHost> ha, hb, hc;
+  auto ma = model_for(e, ha);
+  e.task->prepare({32, 64});
+  const TrainSummary full = train(*ma, *e.task, e, a.str(), quiet);
+  REQUIRE(full.steps == 12);
+
+  auto mb = model_for(e, hb);
+  TrainerHooks kill = quiet;
+  kill.stop_after = 5;  // "killed" after 5 steps (the stop path writes a checkpoint at step 5)
+  REQUIRE_THROWS_AS(train(*mb, *e.task, e, b.str(), kill), Interrupted);
+  REQUIRE(fs::exists(b.path / "checkpoint" / "state.pt"));
+  // A fresh process: a new model with a different init, resumed from the checkpoint.
+  torch::manual_seed(999);
+  auto mc = build_model(*e.model, *(hc = make_plugin_host(e.config)), ModelBuildContext{32, 64});
+  const TrainSummary resumed = train(*mc, *e.task, e, b.str(), quiet);
+  REQUIRE(resumed.resumed_from == 5);
+  REQUIRE(resumed.steps == 12);
+  const auto pa = ma->named_parameters(), pc = mc->named_parameters();
+  REQUIRE(pa.size() == pc.size());
+  for (const auto& item : pa) {
+    INFO(item.key());
+    REQUIRE(torch::equal(item.value(), pc[item.key()]));
+  }
+  REQUIRE(loss_lines(a.str()) == loss_lines(b.str()));
+  REQUIRE(loss_lines(a.str()).size() == 12u);
+  // Same final eval numbers.
+  const auto ra = evaluate(*ma, *e.task, e), rc = evaluate(*mc, *e.task, e);
+  REQUIRE(ra[1].metrics.at("loss") == rc[1].metrics.at("loss"));
+  // The saved model loads back.
+  auto md = build_model(*e.model, *hc, ModelBuildContext{32, 64});
+  REQUIRE(load_model_checkpoint(*md, a.str()) == 12);
+  REQUIRE(torch::equal(md->parameters()[0], ma->parameters()[0]));
+}
+
+TEST_CASE("training learns: mqar loss falls on a tiny model", "[job][train]") {
+  jobtest::TempDir dir;
+  const Experiment e = tiny("{steps: 30, batch_size: 8, lr: 0.01, warmup_steps: 3}");
+  std::unique_ptr<PluginHost> h;
+  auto m = model_for(e, h);
+  e.task->prepare({32, 64});
+  TrainerHooks q;
+  q.quiet = true;
+  train(*m, *e.task, e, dir.str(), q);
+  const auto lines = loss_lines(dir.str());
+  auto loss_of = [](const std::string& s) { return std::stod(s.substr(s.find(':') + 1)); };
+  REQUIRE(loss_of(lines.back()) < loss_of(lines.front()) - 0.3);
+  std::ifstream in(dir.path / "metrics.jsonl");
+  std::string first;
+  std::getline(in, first);
+  const auto j = nlohmann::json::parse(first);
+  for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s"}) REQUIRE(j.contains(k));
+}
+
+TEST_CASE("divergence: a NaN loss stops with the step and the last good checkpoint",
+          "[job][train]") {
+  jobtest::TempDir dir;
+  const Experiment e = tiny("{steps: 10, batch_size: 2, checkpoint_every: 0}");
+  std::unique_ptr<PluginHost> h;
+  auto m = model_for(e, h);
+  e.task->prepare({32});
+  {
+    torch::NoGradGuard ng;
+    m->parameters()[0].fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  TrainerHooks q;
+  q.quiet = true;
+  try {
+    train(*m, *e.task, e, dir.str(), q);
+    FAIL("expected TrainingDiverged");
+  } catch (const TrainingDiverged& err) {
+    const std::string msg = err.what();
+    REQUIRE(msg.find("at step 1") != std::string::npos);
+    REQUIRE(msg.find("last good checkpoint is none yet") != std::string::npos);
+  }
+}
