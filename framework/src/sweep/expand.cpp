@@ -25,7 +25,7 @@ std::string sanitize(const std::string& s) {
   std::string out;
   for (char c : s) {
     const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
-    out += ok ? c : (c == '/' ? 'o' : '_');
+    out += ok ? c : '_';
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
   return out.empty() ? "x" : out;
@@ -33,7 +33,14 @@ std::string sanitize(const std::string& s) {
 
 // A readable label for a value: scalars as written, maps by their name/scheme/type field.
 std::string value_label(const YAML::Node& v) {
-  if (v.IsScalar()) return v.as<std::string>();
+  if (v.IsScalar()) {
+    // A plugin given by path is labelled by its file name.
+    const std::string s = v.as<std::string>();
+    const size_t slash = s.rfind('/');
+    return slash != std::string::npos && s.size() > 3 && s.compare(s.size() - 3, 3, ".so") == 0
+               ? s.substr(slash + 1)
+               : s;
+  }
   if (v.IsMap()) {
     for (const char* k : {"name", "scheme", "type", "pattern"}) {
       if (v[k] && v[k].IsScalar()) return v[k].as<std::string>();
