@@ -56,6 +56,21 @@ std::string value_label(const YAML::Node& v) {
   return em.c_str();
 }
 
+// Every scalar of a value joined by '-' (the fallback when value_label repeats on one axis).
+std::string leaves_label(const YAML::Node& v) {
+  if (v.IsScalar()) return value_label(v);
+  std::string s;
+  if (v.IsMap()) {
+    for (const auto& kv : v) {
+      const std::string part = leaves_label(kv.second);
+      if (!part.empty()) s += (s.empty() ? "" : "-") + part;
+    }
+  } else if (v.IsSequence()) {
+    for (const auto& e : v) s += (s.empty() ? "" : "-") + leaves_label(e);
+  }
+  return s;
+}
+
 bool same_value(const YAML::Node& a, const YAML::Node& b) {
   YAML::Emitter ea, eb;
   ea << YAML::Flow << a;
@@ -113,6 +128,18 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
     }
   }
 
+  // Value labels per axis and key; maps whose name/scheme repeats get all their values.
+  std::vector<std::vector<std::vector<std::string>>> labels(axes.size());
+  for (size_t a = 0; a < axes.size(); ++a) {
+    for (const auto& column : axes[a].columns) {
+      std::vector<std::string> l;
+      for (const auto& value : column) l.push_back(value_label(value));
+      if (std::set<std::string>(l.begin(), l.end()).size() != l.size()) {
+        for (size_t i = 0; i < l.size(); ++i) l[i] = leaves_label(column[i]);
+      }
+      labels[a].push_back(l);
+    }
+  }
   std::vector<Variant> out;
   std::vector<size_t> idx(axes.size(), 0);
   while (true) {
@@ -122,7 +149,7 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
         const std::string& key = axes[a].keys[k];
         const YAML::Node& value = axes[a].columns[k][idx[a]];
         v.assignments.emplace_back(key, value);
-        if (short_name.count(key)) v.labels.emplace_back(short_name[key], value_label(value));
+        if (short_name.count(key)) v.labels.emplace_back(short_name[key], labels[a][k][idx[a]]);
       }
     }
     bool excluded = false;
