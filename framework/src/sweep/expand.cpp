@@ -33,6 +33,7 @@ std::string sanitize(const std::string& s) {
 
 // A readable label for a value: scalars as written, maps by their name/scheme/type field.
 std::string value_label(const YAML::Node& v) {
+  if (v.IsNull()) return "none";
   if (v.IsScalar()) {
     // A plugin given by path is labelled by its file name.
     const std::string s = v.as<std::string>();
