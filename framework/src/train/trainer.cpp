@@ -184,6 +184,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   } closer{metrics};
 
   Progress progress(o.steps, start, hooks.quiet, o.log_every);
+  if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
   model.train();
   const auto t_begin = Clock::now();
   double window_loss = 0;
