@@ -105,7 +105,10 @@ TEST_CASE("job cli: a sweep with a failing variant, rerun skips finished runs, r
   const Result changed = cli("run '" + exp.string() + "' train.steps=7 --runs-dir '" + runs +
                              "' --only scheme-nope --quiet");
   INFO(changed.out);
-  // --only runs in process; the finished-run guard is in the sweep driver:
+  REQUIRE(changed.code == 2);
+  REQUIRE(changed.out.find("not overwritten") != std::string::npos);
+  REQUIRE(nlohmann::json::parse(slurp(dir / "scheme-nope" / "results.json"))["train"]["steps"] ==
+          6);
   const Result guarded =
       cli("run '" + exp.string() + "' train.steps=8 --runs-dir '" + runs + "' --shard 0/3 --quiet");
   REQUIRE(guarded.out.find("different configuration") != std::string::npos);

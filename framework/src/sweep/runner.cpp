@@ -205,6 +205,21 @@ SweepOutcome run_experiment(const RunRequest& req) {
   if (!req.only.empty()) {
     for (const auto& v : all) {
       if (v.name != req.only) continue;
+      const fs::path dir = exp_dir / v.name;
+      if (run_state(dir.string()) == RunState::kFinished && !req.train_only) {
+        const bool same =
+            fs::exists(dir / "source.yaml") && read_file((dir / "source.yaml").string()) ==
+                                                   source_yaml(variant_config(cfg, v, exp.sweep));
+        if (!same) {
+          throw UserError(
+              fmt::format("'{}' finished with a different configuration and is not "
+                          "overwritten; delete it or use another --runs-dir",
+                          dir.string()));
+        }
+        if (!req.quiet) fmt::print("{}: finished before, skipped\n", v.name);
+        out.skipped = 1;
+        return out;
+      }
       run_single(variant_config(cfg, v, exp.sweep), v, exp.name, (exp_dir / v.name).string(),
                  req.quiet, req.train_only);
       out.finished = 1;
