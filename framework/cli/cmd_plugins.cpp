@@ -44,6 +44,7 @@ void add_plugins_command(CLI::App& app) {
                                r.description);
       std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "", "", "", r.file);
     }
+    for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";
   });
 }
 

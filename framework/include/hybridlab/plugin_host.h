@@ -56,6 +56,10 @@ class PluginHost {
   std::shared_ptr<PositionScheme> create(const std::string& name_or_path, Section& params,
                                          const PositionContext& ctx);
 
+  /// The .so files discover() found but did not load, each as "path (reason)": libraries that
+  /// are not hybridlab plugins.
+  std::vector<std::string> skipped_files();
+
   /// Loads and checks one plugin file; returns its record. Throws PluginError as above.
   PluginRecord load_file(const std::string& path);
 

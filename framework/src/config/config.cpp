@@ -88,7 +88,8 @@ void merge_into(YAML::Node dst, const YAML::Node& src) {
   for (const auto& kv : src) {
     const std::string key = kv.first.Scalar();
     const YAML::Node& cdst = dst;
-    const YAML::Node existing = cdst[key];  // a missing key gives an invalid node: test IsDefined first
+    const YAML::Node existing =
+        cdst[key];  // a missing key gives an invalid node: test IsDefined first
     if (existing.IsDefined() && existing.IsMap() && kv.second.IsMap()) {
       merge_into(dst[key], kv.second);
     } else {
@@ -209,9 +210,13 @@ void Config::apply_override(const std::string& assignment, const std::string& or
     }
   }
   const std::string text = assignment.substr(eq + 1);
+  if (text.find_first_not_of(" \t") == std::string::npos) {
+    throw ConfigError(where.file + ": the value is empty; write the value after '=' (or " + key +
+                      "=null to unset the key)");
+  }
   YAML::Node value;
   try {
-    value = text.empty() ? YAML::Node() : YAML::Load(text);
+    value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(where.file + ": the value is not valid YAML: " + e.msg +
                       " (lists are written [a,b], maps {k: v})");

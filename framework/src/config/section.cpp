@@ -1,6 +1,8 @@
 // Section: the strict reader over one map of the configuration.
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "config/config_state.h"
 #include "hybridlab/config.h"
@@ -154,7 +156,15 @@ bool Section::convert(const YAML::Node& n, std::vector<std::string>& out, std::s
 YAML::Node Section::to_node(bool v) { return YAML::Node(v); }
 YAML::Node Section::to_node(int v) { return YAML::Node(v); }
 YAML::Node Section::to_node(int64_t v) { return YAML::Node(v); }
-YAML::Node Section::to_node(double v) { return YAML::Node(v); }
+YAML::Node Section::to_node(double v) {
+  // The shortest text that reads back as the same double (0.004, not 0.0040000000000000001).
+  char buf[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return YAML::Node(std::string(buf));
+}
 YAML::Node Section::to_node(const std::string& v) { return YAML::Node(v); }
 YAML::Node Section::to_node(const std::vector<int64_t>& v) { return flow_seq(v); }
 YAML::Node Section::to_node(const std::vector<double>& v) { return flow_seq(v); }

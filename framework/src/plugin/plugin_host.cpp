@@ -63,6 +63,7 @@ struct PluginHost::Impl {
   bool discovered = false;
   std::map<std::string, LoadedPlugin> by_name;
   std::map<std::string, std::string> name_by_file;  // canonical file -> scheme name
+  std::vector<std::string> skipped;                 // "file: why" for .so files not loaded
 
   LoadedPlugin& load(const std::string& path);
   void scan_folder(const std::string& dir, bool must_exist);
@@ -140,7 +141,11 @@ void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
   }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
-    if (!not_a_plugin_reason(f).empty()) continue;  // some other library: not ours to load
+    // Some other library: not ours to load, but say so when a scheme is not found.
+    if (const std::string why = not_a_plugin_reason(f); !why.empty()) {
+      skipped.push_back(f.string() + " (" + why + ")");
+      continue;
+    }
     load(f.string());
   }
 }
@@ -194,6 +199,11 @@ void PluginHost::discover() {
   impl_->discovered = true;
 }
 
+std::vector<std::string> PluginHost::skipped_files() {
+  discover();
+  return impl_->skipped;
+}
+
 PluginRecord PluginHost::load_file(const std::string& path) { return impl_->load(path).record; }
 
 namespace {
@@ -240,11 +250,11 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
       std::vector<std::string> names;
       for (const auto& kv : impl_->by_name) names.push_back(kv.first);
       const std::string near = nearest_key(name_or_path, names);
-      throw PluginError(params.location("scheme").str() + ": unknown positional scheme '" +
-                        name_or_path + "'" +
-                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
-                        " (available: " + (names.empty() ? "none" : join(names, ", ")) +
-                        "; searched: " + join(search_path(), ":") + ")");
+      throw PluginError(
+          params.location("scheme").str() + ": unknown positional scheme '" + name_or_path + "'" +
+          (near.empty() ? "" : "; did you mean '" + near + "'?") + " (available: " +
+          (names.empty() ? "none" : join(names, ", ")) + "; searched: " + join(search_path(), ":") +
+          (impl_->skipped.empty() ? "" : "; skipped: " + join(impl_->skipped, ", ")) + ")");
     }
     plugin = &it->second;
   }

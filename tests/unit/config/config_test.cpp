@@ -134,6 +134,8 @@ TEST_CASE("malformed overrides are refused", "[config]") {
   CHECK_THAT(error_of([&] { cfg.apply_override("model..x=1"); }),
              Contains("not a valid dotted key"));
   CHECK_THAT(error_of([&] { cfg.apply_override("a=[1,2"); }), Contains("not valid YAML"));
+  CHECK_THAT(error_of([&] { cfg.apply_override("model.layers="); }),
+             Contains("the value is empty"));
 }
 
 TEST_CASE("resolved() holds every value read, defaults included", "[config]") {
@@ -144,6 +146,13 @@ TEST_CASE("resolved() holds every value read, defaults included", "[config]") {
   CHECK(r["runtime"]["device"].as<std::string>() == "cpu");    // default filled in
   CHECK(r["runtime"]["threads"].as<std::string>() == "auto");  // default filled in
   CHECK_THAT(cfg.resolved_yaml(), Contains("seed: 3"));
+  // Doubles print as the shortest text that reads back exactly.
+  Config lr = Config::parse("train: {lr: 0.004, eps: 1.0e-8}\n", "lr.yaml");
+  Section train = lr.section("train");
+  CHECK(train.get<double>("lr", 0.0) == 0.004);
+  CHECK(train.get<double>("eps", 0.0) == 1e-8);
+  CHECK(lr.resolved()["train"]["lr"].Scalar() == "0.004");
+  CHECK(lr.resolved()["train"]["eps"].as<double>() == 1e-8);
 }
 
 TEST_CASE("nearest_key suggests close names only", "[config]") {

@@ -75,6 +75,11 @@ TEST_CASE("a .so that is not a hybridlab plugin is refused by name", "[plugins]"
   // A folder holding only foreign libraries yields no plugins and no error.
   PluginHost scan({kFixtures + "not_a_plugin"});
   CHECK_NOTHROW(scan.discover());
+  // ... but it is named, with the reason, when a scheme is not found.
+  REQUIRE(scan.skipped_files().size() == 1);
+  CHECK_THAT(scan.skipped_files()[0], Contains("not_a_plugin.so (it exports no hybridlab plugin"));
+  CHECK_THAT(plugin_error([&] { build(scan, "not_a_plugin"); }),
+             Contains("skipped: ") && Contains("not_a_plugin.so"));
 }
 
 TEST_CASE("a file that is not a library at all is refused", "[plugins]") {
