@@ -1,10 +1,32 @@
-// validate_experiment_config: the strict read of a whole experiment file (read_experiment).
+// validate_experiment_config: the strict read of a whole experiment file, as a run would do it.
+
+#include <algorithm>
 
 #include "commands.h"
 #include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
+#include "hybridlab/plugin_host.h"
+#include "hybridlab/task.h"
 
 namespace hybridlab::cli {
 
-void validate_experiment_config(Config& cfg) { read_experiment(cfg); }
+void validate_experiment_config(Config& cfg) {
+  const Experiment exp = read_experiment(cfg);
+  // Positional-scheme settings are read by their plugins when the model is built: build it once
+  // (small models build in milliseconds) so their errors surface here and their values, defaults
+  // included, land in the resolved config.
+  auto host = make_plugin_host(cfg);
+  ModelBuildContext ctx;
+  ctx.train_length = exp.task->seq_len();
+  ctx.max_length = ctx.train_length;
+  for (int64_t L : exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
+  build_model(*exp.model, *host, ctx);
+  // A sweep is read as data (its keys are dotted paths, not config keys): show it as written.
+  const YAML::Node sweep = cfg.lookup("sweep");
+  if (sweep.IsDefined() && !sweep.IsNull()) {
+    YAML::Node resolved = cfg.resolved();
+    resolved["sweep"] = YAML::Clone(sweep);
+  }
+}
 
 }  // namespace hybridlab::cli
