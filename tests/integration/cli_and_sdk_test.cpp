@@ -82,10 +82,14 @@ TEST_CASE("cli: bad input is one error line and exit code 2", "[cli]") {
 }
 
 TEST_CASE("cli: config show prints the resolved config with defaults", "[cli]") {
-  const auto path = temp_yaml("show.yaml", "runtime: {seed: 5}\n");
+  const auto path = temp_yaml("show.yaml",
+                              "model: {attention: {position: {scheme: rope}}}\n"
+                              "task: {name: mqar, seq_len: 64}\nruntime: {seed: 5}\n");
   const auto r = run(kCli + " config show " + path + " runtime.threads=1");
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Contains("seed: 5") && Contains("threads: 1") && Contains("device: cpu"));
+  // The plugin's own defaults are part of the resolved config (read when the model is built).
+  CHECK_THAT(r.output, Contains("scheme: rope") && Contains("rope_theta: 10000"));
 }
 
 TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and loads",
@@ -105,7 +109,7 @@ TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and l
   CHECK(fs::exists(prefix + "/lib/hybridlab/plugins/nope.so"));
 
   auto configure = run("cmake -S " + src + " -B " + build +
-                       " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix);
+                       " -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix);
   INFO(configure.output);
   REQUIRE(configure.code == 0);
   auto compile = run("cmake --build " + build);
