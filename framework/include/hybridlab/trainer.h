@@ -66,7 +66,9 @@ struct TrainerHooks {
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                    const std::string& run_dir, const TrainerHooks& hooks = {});
 
-/// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent.
+/// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent. Throws
+/// UserError ("checkpoint <path> is unreadable (...)") for a damaged or foreign file; train()
+/// does the same when it resumes.
 int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir);
 
 }  // namespace hybridlab

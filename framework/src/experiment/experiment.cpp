@@ -10,6 +10,7 @@
 
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
+#include "model/model_options.h"
 
 namespace hybridlab {
 namespace {
@@ -184,6 +185,21 @@ Experiment read_experiment(Config cfg, bool validate_sweep) {
     for (const auto& t : task_types()) names += (names.empty() ? "" : ", ") + t.name;
     root.error("task",
                "required section is missing, e.g. task: {name: mqar} (tasks: " + names + ")");
+  }
+  if (e.task && e.model && e.task->vocab_size() > e.model->vocab_size) {
+    // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
+    Section task_s = root.child("task");
+    Section model_s = root.child("model");
+    const std::string msg = fmt::format(
+        "task '{}' uses token ids up to {} (task.vocab_size {}) but model.vocab_size is {}; set "
+        "model.vocab_size to at least {} or lower task.vocab_size",
+        e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), e.model->vocab_size,
+        e.task->vocab_size());
+    if (model_s.has("vocab_size") || !task_s.has("vocab_size")) {
+      model_s.error("vocab_size", msg);
+    } else {
+      task_s.error("vocab_size", msg);
+    }
   }
   e.train = read_train_options(root.child("train"));
   e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);

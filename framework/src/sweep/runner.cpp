@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "hybridlab/evaluator.h"
 #include "hybridlab/model.h"
@@ -113,6 +114,42 @@ void ensure_writable(const fs::path& dir) {
   fs::remove(probe, ec);
 }
 
+// Builds (and drops) the model and prepares the task of every distinct variant, so that a bad
+// scheme, table size, device or corpus is one clear error before any run folder is written,
+// rather than one failure per child process.
+void check_variants(const Config& cfg, const std::vector<Variant>& variants,
+                    const SweepOptions& sweep) {
+  std::set<std::string> seen;
+  for (const auto& v : variants) {
+    const Config vc = variant_config(cfg, v, sweep);
+    // Runs differing only in train/sweep keys (seeds, steps, lr) build the same model and data.
+    std::string key;
+    for (const char* part : {"model", "task", "eval", "runtime", "plugins"}) {
+      const YAML::Node n = vc.lookup(part);
+      YAML::Emitter em;
+      if (n.IsDefined()) em << n;
+      key += std::string(part) + ":" + (n.IsDefined() ? em.c_str() : "-") + "\n";
+    }
+    if (!seen.insert(key).second) continue;
+    const std::string where = variants.size() > 1 ? fmt::format("run '{}': ", v.name) : "";
+    try {
+      build(vc);
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + e.what());
+    } catch (const PluginError& e) {
+      throw PluginError(where + e.what());
+    } catch (const DataError& e) {
+      throw DataError(where + e.what());
+    } catch (const UserError& e) {
+      throw UserError(where + e.what());
+    } catch (const c10::Error& e) {
+      std::string reason = e.what_without_backtrace();
+      throw UserError(
+          fmt::format("{}cannot build the model: {}", where, reason.substr(0, reason.find('\n'))));
+    }
+  }
+}
+
 std::string self_exe() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -135,11 +172,12 @@ Config load_experiment_config(const std::string& path, const std::vector<std::st
 void run_single(const Config& variant_cfg, const Variant& variant, const std::string& experiment,
                 const std::string& run_dir, bool quiet, bool train_only) {
   const auto t0 = Clock::now();
+  // Built first: a configuration that cannot build leaves no run folder behind.
+  Built b = build(variant_cfg);
   ensure_writable(run_dir);
   write_file_atomic((fs::path(run_dir) / "source.yaml").string(), source_yaml(variant_cfg));
   write_run_status(run_dir, RunState::kRunning);
   try {
-    Built b = build(variant_cfg);
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), variant_cfg.resolved_yaml());
     TrainerHooks hooks;
     hooks.quiet = quiet;
@@ -177,17 +215,27 @@ void eval_run(const std::string& run_dir, const std::vector<int64_t>& lengths) {
     throw UserError(
         fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)", run_dir));
   }
-  json prev;
+  json prev = json::object();
   const fs::path res = fs::path(run_dir) / "results.json";
-  if (fs::exists(res)) prev = json::parse(read_file(res.string()));
+  if (fs::exists(res)) {
+    // A results.json from a crashed write or another version is not needed: start afresh.
+    prev = json::parse(read_file(res.string()), nullptr, false);
+    if (!prev.is_object()) prev = json::object();
+  }
+  const auto text = [&](const char* key, const std::string& fallback) {
+    const auto it = prev.find(key);
+    return it != prev.end() && it->is_string() ? it->get<std::string>() : fallback;
+  };
   Variant v;
-  v.name = prev.value("run", fs::path(run_dir).filename().string());
-  for (const auto& [k, val] : prev.value("labels", json::object()).items())
-    v.labels.emplace_back(k, val.get<std::string>());
+  v.name = text("run", fs::path(run_dir).filename().string());
+  const auto labels = prev.find("labels");
+  if (labels != prev.end() && labels->is_object()) {
+    for (const auto& [k, val] : labels->items())
+      v.labels.emplace_back(k, val.is_string() ? val.get<std::string>() : val.dump());
+  }
   const auto results = evaluate(*b.model, *b.exp.task, b.exp);
-  json j =
-      results_json(prev.value("experiment", fs::path(run_dir).parent_path().filename().string()), v,
-                   *b.exp.task, b.exp, b.params, nullptr, results);
+  json j = results_json(text("experiment", fs::path(run_dir).parent_path().filename().string()), v,
+                        *b.exp.task, b.exp, b.params, nullptr, results);
   if (prev.contains("train")) j["train"] = prev["train"];
   write_file_atomic(res.string(), j.dump(2) + "\n");
   write_run_status(run_dir, RunState::kFinished);
@@ -200,7 +248,6 @@ SweepOutcome run_experiment(const RunRequest& req) {
   const std::vector<Variant> all = expand_sweep(exp.sweep);
   const fs::path exp_dir = fs::path(req.runs_dir) / exp.name;
   out.experiment_dir = exp_dir.string();
-  ensure_writable(exp_dir);
 
   if (!req.only.empty()) {
     for (const auto& v : all) {
@@ -232,6 +279,8 @@ SweepOutcome run_experiment(const RunRequest& req) {
   }
 
   const std::vector<Variant> mine = shard_variants(all, req.shard_index, req.shard_count);
+  check_variants(cfg, mine, exp.sweep);
+  ensure_writable(exp_dir);
   std::vector<const Variant*> pending;
   for (const auto& v : mine) {
     const fs::path dir = exp_dir / v.name;

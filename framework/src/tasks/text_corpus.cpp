@@ -128,6 +128,16 @@ fs::path resolve(const std::string& path, const std::string& config_dir) {
   return p;
 }
 
+// The places resolve() looked, for the error message.
+std::string tried(const std::string& path, const std::string& config_dir) {
+  const fs::path p(path);
+  std::string out = "'" + fs::absolute(p).lexically_normal().string() + "'";
+  if (p.is_absolute() || config_dir.empty()) return out;
+  const fs::path d = fs::absolute(config_dir).lexically_normal();
+  return out + " and '" + (d / p).string() + "' and the same below each parent of '" + d.string() +
+         "'";
+}
+
 }  // namespace
 
 TextCorpus load_text_corpus(const std::string& path, const std::string& config_dir,
@@ -138,7 +148,7 @@ TextCorpus load_text_corpus(const std::string& path, const std::string& config_d
   if (!fs::exists(root)) {
     const bool brown = fs::path(path).filename() == "brown";
     throw DataError(fmt::format(
-        "text corpus '{}' does not exist{}", path,
+        "text corpus '{}' does not exist (looked for {}){}", path, tried(path, config_dir),
         brown ? ": the Brown corpus is fetched once by `scripts/fetch_brown.sh` (run by "
                 "scripts/setup.sh) into data/brown/; nothing is downloaded at run time"
               : "; set task.path to a UTF-8 text file or folder"));

@@ -91,6 +91,23 @@ void save_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt, int64_t
   if (ec) throw UserError(fmt::format("cannot move '{}' to '{}': {}", tmp, path, ec.message()));
 }
 
+// Runs `read` over the checkpoint at `path`; a damaged or foreign file becomes a UserError that
+// says how to recover instead of a LibTorch trace.
+template <class F>
+void read_checkpoint(const std::string& path, F&& read) {
+  try {
+    torch::serialize::InputArchive top;
+    top.load_from(path);
+    read(top);
+  } catch (const c10::Error& e) {
+    std::string reason = e.what_without_backtrace();
+    reason = reason.substr(0, reason.find('\n'));
+    throw UserError(fmt::format(
+        "checkpoint {} is unreadable ({}); delete it (or the run folder) to restart the run", path,
+        reason));
+  }
+}
+
 // Drops metrics lines past `step` (a killed run may have logged steps after its checkpoint).
 void truncate_metrics(const std::string& path, int64_t step) {
   std::ifstream in(path);
@@ -131,13 +148,16 @@ double learning_rate(const TrainOptions& o, int64_t step) {
 int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir) {
   const std::string path = checkpoint_path(run_dir);
   if (!fs::exists(path)) return -1;
-  torch::serialize::InputArchive top, m;
-  top.load_from(path);
-  top.read("model", m);
-  model.load(m);
-  torch::Tensor step;
-  top.read("step", step);
-  return step.item<int64_t>();
+  int64_t step_value = -1;
+  read_checkpoint(path, [&](torch::serialize::InputArchive& top) {
+    torch::serialize::InputArchive m;
+    top.read("model", m);
+    model.load(m);
+    torch::Tensor step;
+    top.read("step", step);
+    step_value = step.item<int64_t>();
+  });
+  return step_value;
 }
 
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
@@ -152,18 +172,19 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
 
   int64_t start = 0;
   if (fs::exists(ckpt)) {
-    torch::serialize::InputArchive top, m, oa;
-    top.load_from(ckpt);
-    top.read("model", m);
-    model.load(m);
-    top.read("optimizer", oa);
-    opt->load(oa);
-    torch::Tensor step, rng;
-    top.read("step", step);
-    top.read("rng", rng);
-    at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
-    cpu_gen.set_state(rng);
-    start = step.item<int64_t>();
+    read_checkpoint(ckpt, [&](torch::serialize::InputArchive& top) {
+      torch::serialize::InputArchive m, oa;
+      top.read("model", m);
+      model.load(m);
+      top.read("optimizer", oa);
+      opt->load(oa);
+      torch::Tensor step, rng;
+      top.read("step", step);
+      top.read("rng", rng);
+      at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
+      cpu_gen.set_state(rng);
+      start = step.item<int64_t>();
+    });
     summary.resumed_from = start;
     truncate_metrics(metrics_path, start);
   } else {

@@ -57,16 +57,21 @@ TEST_CASE("sweep: grid x seeds in file order, last axis fastest, names from vari
 
 TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelled by name",
           "[job][sweep]") {
-  const Experiment e = read(
-      "sweep:\n"
-      "  grid:\n"
-      "    task: [{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4},\n"
-      "           {name: copy, seq_len: 32}]\n"
-      "  zip:\n"
-      "    model.d_model: [16, 32]\n"
-      "    model.attention.n_heads: [2, 4]\n"
-      "  exclude:\n"
-      "    - {task: {name: copy, seq_len: 32}, model.d_model: 32}\n");
+  // vocab_size 256: the copy task uses byte ids.
+  std::string yaml =
+      jobtest::tiny_experiment("{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}");
+  yaml.replace(yaml.find("vocab_size: 64"), 14, "vocab_size: 256");
+  const Experiment e = read_experiment(Config::parse(
+      yaml + "sweep:\n"
+             "  grid:\n"
+             "    task: [{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4},\n"
+             "           {name: copy, seq_len: 32}]\n"
+             "  zip:\n"
+             "    model.d_model: [16, 32]\n"
+             "    model.attention.n_heads: [2, 4]\n"
+             "  exclude:\n"
+             "    - {task: {name: copy, seq_len: 32}, model.d_model: 32}\n",
+      "exp.yaml"));
   const auto vs = expand_sweep(e.sweep);
   REQUIRE(names(vs) == std::vector<std::string>{"task-mqar_d_model-16_n_heads-2",
                                                 "task-mqar_d_model-32_n_heads-4",

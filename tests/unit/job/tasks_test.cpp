@@ -313,6 +313,18 @@ TEST_CASE("text: missing, empty and non-UTF-8 corpora are DataErrors", "[job][ta
   } catch (const DataError& e) {
     REQUIRE(std::string(e.what()).find("scripts/fetch_brown.sh") != std::string::npos);
   }
+  // A relative path names every place looked: the current folder and the experiment's folder.
+  auto relative = make("task: {name: text, path: no_such_corpus}", tmp.str());
+  try {
+    relative->prepare({});
+    FAIL("expected DataError");
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    INFO(m);
+    REQUIRE(m.find("'" + (std::filesystem::current_path() / "no_such_corpus").string() + "'") !=
+            std::string::npos);
+    REQUIRE(m.find("'" + (tmp.path / "no_such_corpus").string() + "'") != std::string::npos);
+  }
   std::filesystem::create_directories(tmp.path / "empty");
   std::ofstream(tmp.path / "empty" / "a.txt").close();
   auto empty = make("task: {name: text, path: " + tmp.str() + "/empty}");

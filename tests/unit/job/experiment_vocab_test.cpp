@@ -1,0 +1,47 @@
+// read_experiment refuses a task whose token ids do not fit the model's embedding table.
+
+#include <catch2/catch.hpp>
+
+#include "hybridlab/error.h"
+#include "hybridlab/experiment.h"
+
+using namespace hybridlab;
+
+namespace {
+
+std::string config_error(const std::string& yaml) {
+  try {
+    read_experiment(Config::parse(yaml, "exp.yaml"), false);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a task vocabulary larger than the model's is a ConfigError at its key", "[job]") {
+  // The task sets the larger vocabulary: the error points at task.vocab_size (line 2).
+  const std::string task_side = config_error(
+      "model: {d_model: 16, layers: A}\n"
+      "task: {name: mqar, seq_len: 128, vocab_size: 1000}\n");
+  INFO(task_side);
+  REQUIRE(task_side.find("exp.yaml:2:") != std::string::npos);
+  REQUIRE(task_side.find("task.vocab_size: ") != std::string::npos);
+  REQUIRE(task_side.find("model.vocab_size is 256") != std::string::npos);
+  REQUIRE(task_side.find("at least 1000") != std::string::npos);
+
+  // The model sets too small a vocabulary for the byte-level text task (256 ids): line 1.
+  const std::string model_side = config_error(
+      "model: {d_model: 16, layers: A, vocab_size: 100}\n"
+      "task: {name: text}\n");
+  INFO(model_side);
+  REQUIRE(model_side.find("exp.yaml:1:") != std::string::npos);
+  REQUIRE(model_side.find("model.vocab_size: ") != std::string::npos);
+  REQUIRE(model_side.find("at least 256") != std::string::npos);
+
+  // Equal sizes are fine.
+  REQUIRE(config_error("model: {d_model: 16, layers: A, vocab_size: 64}\n"
+                       "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n")
+              .empty());
+}
