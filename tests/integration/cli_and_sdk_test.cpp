@@ -82,9 +82,10 @@ TEST_CASE("cli: bad input is one error line and exit code 2", "[cli]") {
 }
 
 TEST_CASE("cli: config show prints the resolved config with defaults", "[cli]") {
-  const auto path = temp_yaml("show.yaml",
-                              "model: {attention: {position: {scheme: rope}}}\n"
-                              "task: {name: mqar, seq_len: 64}\nruntime: {seed: 5}\n");
+  const auto path =
+      temp_yaml("show.yaml",
+                "model: {attention: {position: {scheme: rope}}}\n"
+                "task: {name: mqar, seq_len: 64, vocab_size: 256}\nruntime: {seed: 5}\n");
   const auto r = run(kCli + " config show " + path + " runtime.threads=1");
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Contains("seed: 5") && Contains("threads: 1") && Contains("device: cpu"));
