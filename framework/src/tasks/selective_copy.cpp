@@ -33,8 +33,8 @@ class SelectiveCopyTask : public SyntheticTask {
     using torch::indexing::Slice;
     const int64_t k = o_.num_tokens, C = L - k - 1;
     const torch::Tensor data = torch::randint(1, o_.vocab_size - 1, {n, k}, gen, torch::kLong);
-    const torch::Tensor where =
-        std::get<0>(torch::rand({n, C}, gen).argsort(int64_t{1}).index({Slice(), Slice(0, k)}).sort(1));
+    const torch::Tensor where = std::get<0>(
+        torch::rand({n, C}, gen).argsort(int64_t{1}).index({Slice(), Slice(0, k)}).sort(1));
     torch::Tensor seq = torch::zeros({n, L}, torch::kLong);
     seq.scatter_(1, where, data);
     seq.index_put_({Slice(), C}, o_.vocab_size - 1);
