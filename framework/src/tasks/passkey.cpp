@@ -73,9 +73,7 @@ class PasskeyTask : public SyntheticTask {
   }
 
   std::map<std::string, double> metrics(const ScoreSums& s) const override {
-    return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
-            {"digit_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
-            {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+    return retrieval_metrics(s);
   }
   std::string primary_metric() const override { return "accuracy"; }
 

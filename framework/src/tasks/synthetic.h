@@ -4,6 +4,7 @@
 #include <ATen/core/Generator.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ torch::Tensor bytes_tensor(const std::string& text);
 /// [answer_begin, length) that is scored (predicted from the position before each byte).
 Batch byte_examples(const std::vector<std::string>& texts,
                     const std::vector<int64_t>& answer_begin);
+
+/// Metrics of a retrieval task scored on its answer bytes (passkey, niah): `accuracy` (whole
+/// answer exact), `digit_accuracy` (per answer byte) and `loss` (mean over answer bytes, nats).
+std::map<std::string, double> retrieval_metrics(const ScoreSums& s);
 
 /// A uniform integer in [lo, hi] drawn from `gen`.
 int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi);

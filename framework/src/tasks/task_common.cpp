@@ -95,6 +95,12 @@ torch::Tensor bytes_tensor(const std::string& text) {
   return t;
 }
 
+std::map<std::string, double> retrieval_metrics(const ScoreSums& s) {
+  return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
+          {"digit_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
+          {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+}
+
 Batch byte_examples(const std::vector<std::string>& texts,
                     const std::vector<int64_t>& answer_begin) {
   const int64_t n = static_cast<int64_t>(texts.size());
