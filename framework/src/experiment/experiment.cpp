@@ -186,6 +186,12 @@ Experiment read_experiment(Config cfg, bool validate_sweep) {
     root.error("task",
                "required section is missing, e.g. task: {name: mqar} (tasks: " + names + ")");
   }
+  if (e.task && e.model && !root.child("model").has("vocab_size")) {
+    // Unset model.vocab_size follows the task, so every task works with the default model.
+    e.model->vocab_size = e.task->vocab_size();
+    YAML::Node resolved = cfg.resolved();
+    resolved["model"]["vocab_size"] = e.model->vocab_size;
+  }
   if (e.task && e.model && e.task->vocab_size() > e.model->vocab_size) {
     // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
     Section task_s = root.child("task");

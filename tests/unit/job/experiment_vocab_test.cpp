@@ -21,15 +21,15 @@ std::string config_error(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("a task vocabulary larger than the model's is a ConfigError at its key", "[job]") {
-  // The task sets the larger vocabulary: the error points at task.vocab_size (line 2).
-  const std::string task_side = config_error(
-      "model: {d_model: 16, layers: A}\n"
+  // Both set, the model's too small: the error points at model.vocab_size (line 1).
+  const std::string both = config_error(
+      "model: {d_model: 16, layers: A, vocab_size: 256}\n"
       "task: {name: mqar, seq_len: 128, vocab_size: 1000}\n");
-  INFO(task_side);
-  REQUIRE(task_side.find("exp.yaml:2:") != std::string::npos);
-  REQUIRE(task_side.find("task.vocab_size: ") != std::string::npos);
-  REQUIRE(task_side.find("model.vocab_size is 256") != std::string::npos);
-  REQUIRE(task_side.find("at least 1000") != std::string::npos);
+  INFO(both);
+  REQUIRE(both.find("exp.yaml:1:") != std::string::npos);
+  REQUIRE(both.find("model.vocab_size: ") != std::string::npos);
+  REQUIRE(both.find("model.vocab_size is 256") != std::string::npos);
+  REQUIRE(both.find("at least 1000") != std::string::npos);
 
   // The model sets too small a vocabulary for the byte-level text task (256 ids): line 1.
   const std::string model_side = config_error(
@@ -44,4 +44,13 @@ TEST_CASE("a task vocabulary larger than the model's is a ConfigError at its key
   REQUIRE(config_error("model: {d_model: 16, layers: A, vocab_size: 64}\n"
                        "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n")
               .empty());
+}
+
+TEST_CASE("an unset model.vocab_size follows the task's vocabulary", "[job]") {
+  Config cfg = Config::parse(
+      "model: {d_model: 16, layers: A}\n"
+      "task: {name: mqar, seq_len: 128, vocab_size: 1000}\n",
+      "exp.yaml");
+  read_experiment(cfg, false);
+  CHECK(cfg.resolved()["model"]["vocab_size"].as<int64_t>() == 1000);
 }
