@@ -16,11 +16,7 @@ void validate_experiment_config(Config& cfg) {
   // (small models build in milliseconds) so their errors surface here and their values, defaults
   // included, land in the resolved config.
   auto host = make_plugin_host(cfg);
-  ModelBuildContext ctx;
-  ctx.train_length = exp.task->seq_len();
-  ctx.max_length = ctx.train_length;
-  for (int64_t L : exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
-  build_model(*exp.model, *host, ctx);
+  build_model(*exp.model, *host, model_build_context(exp));
   // A sweep is read as data (its keys are dotted paths, not config keys): show it as written.
   const YAML::Node sweep = cfg.lookup("sweep");
   if (sweep.IsDefined() && !sweep.IsNull()) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hybridlab/config.h"
+#include "hybridlab/model.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/task.h"
 
@@ -80,6 +81,10 @@ struct Experiment {
 /// Reads and validates every section of `cfg`; throws one ConfigError listing every problem.
 /// `validate_sweep` also reads every sweep variant (off when reading one variant of a sweep).
 Experiment read_experiment(Config cfg, bool validate_sweep = true);
+
+/// The lengths the model must serve: task.seq_len for training, the longest of it and
+/// eval.lengths as the maximum (tokens). `exp.task` must be set.
+ModelBuildContext model_build_context(const Experiment& exp);
 
 /// Reads only `sweep:` (records problems in its config).
 SweepOptions read_sweep_options(Section s);

@@ -259,4 +259,12 @@ Experiment read_experiment(Config cfg, bool validate_sweep) {
   return e;
 }
 
+ModelBuildContext model_build_context(const Experiment& exp) {
+  ModelBuildContext ctx;
+  ctx.train_length = exp.task->seq_len();
+  ctx.max_length = ctx.train_length;
+  for (int64_t L : exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
+  return ctx;
+}
+
 }  // namespace hybridlab

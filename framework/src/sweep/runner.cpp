@@ -81,11 +81,7 @@ Built build(const Config& cfg) {
   apply_runtime(b.exp.runtime);
   torch::manual_seed(static_cast<uint64_t>(b.exp.train.seed));
   b.host = make_plugin_host(cfg);
-  ModelBuildContext ctx;
-  ctx.train_length = b.exp.task->seq_len();
-  ctx.max_length = ctx.train_length;
-  for (int64_t L : b.exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
-  b.model = build_model(*b.exp.model, *b.host, ctx);
+  b.model = build_model(*b.exp.model, *b.host, model_build_context(b.exp));
   b.model->to(runtime_device(b.exp.runtime));
   for (const auto& p : b.model->parameters()) b.params += p.numel();
   std::vector<int64_t> lengths = b.exp.eval.lengths;
