@@ -51,4 +51,3 @@ void BM_AttentionPeakRss(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_AttentionPeakRss)->Arg(32768)->Iterations(1)->Unit(benchmark::kSecond);
-BENCHMARK_MAIN();

@@ -133,12 +133,3 @@ BENCHMARK_CAPTURE(BM_GdnForward, recurrent, std::string("recurrent"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Summary)->Iterations(1)->Unit(benchmark::kMillisecond);
-
-int main(int argc, char** argv) {
-  at::set_num_threads(1);  // one core: stable figures on a shared machine; sgemm alike
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -116,5 +116,3 @@ void BM_AlibiBias(benchmark::State& state) {
 BENCHMARK(BM_AlibiBias)->Arg(1)->Arg(128)->Arg(1024)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-
-BENCHMARK_MAIN();

@@ -41,7 +41,6 @@ fs::path make_corpus() {
 }
 
 void run(benchmark::State& state, const std::string& task_yaml) {
-  at::set_num_threads(1);
   const fs::path corpus = make_corpus();
   std::string yaml =
       "model: {d_model: 64, vocab_size: 256, layers: GGGA,\n"
@@ -91,4 +90,3 @@ void BM_TrainStepMqar(benchmark::State& state) {
 
 BENCHMARK(BM_TrainStepText)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_TrainStepMqar)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK_MAIN();

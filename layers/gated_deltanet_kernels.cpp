@@ -13,13 +13,12 @@ torch::ScalarType compute_dtype(const torch::Tensor& t) {
   return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
 
-struct Checked {
-  int64_t B, Hk, Hv, T, K, V;
-};
+}  // namespace
 
-Checked check_shapes(const char* who, const torch::Tensor& q, const torch::Tensor& k,
-                     const torch::Tensor& v, const torch::Tensor& g, const torch::Tensor& beta,
-                     const torch::Tensor& h0) {
+GatedDeltaShapes check_gated_delta_shapes(const char* who, const torch::Tensor& q,
+                                          const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& g, const torch::Tensor& beta,
+                                          const torch::Tensor& h0) {
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes(), who, ": q and k must be [B,Hk,T,K], got ",
               q.sizes(), " and ", k.sizes());
   const int64_t B = q.size(0), Hk = q.size(1), T = q.size(2), K = q.size(3);
@@ -37,6 +36,8 @@ Checked check_shapes(const char* who, const torch::Tensor& q, const torch::Tenso
   return {B, Hk, Hv, T, K, V};
 }
 
+namespace {
+
 // Value head j reads key head j / (Hv/Hk): repeat_interleave, not tile.
 torch::Tensor expand_heads(const torch::Tensor& x, int64_t Hk, int64_t Hv) {
   return Hv == Hk ? x : x.repeat_interleave(Hv / Hk, 1);
@@ -48,7 +49,8 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q_in, const tor
                                             const torch::Tensor& v_in, const torch::Tensor& g_in,
                                             const torch::Tensor& beta_in, double scale,
                                             const torch::Tensor& h0) {
-  const Checked s = check_shapes("recurrent_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
+  const GatedDeltaShapes s =
+      check_gated_delta_shapes("recurrent_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
   const auto dt = compute_dtype(v_in);
   const torch::Tensor q = expand_heads(q_in.to(dt), s.Hk, s.Hv) * scale;
   const torch::Tensor k = expand_heads(k_in.to(dt), s.Hk, s.Hv);
@@ -76,83 +78,95 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
                                         const torch::Tensor& v_in, const torch::Tensor& g_in,
                                         const torch::Tensor& beta_in, double scale,
                                         const torch::Tensor& h0, int64_t chunk_size) {
-  const Checked s = check_shapes("chunk_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
+  const GatedDeltaShapes s =
+      check_gated_delta_shapes("chunk_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
   TORCH_CHECK(chunk_size > 0, "chunk_gated_delta_rule: chunk_size must be > 0, got ", chunk_size);
+  const bool grad_wanted =
+      torch::GradMode::is_enabled() &&
+      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() ||
+       g_in.requires_grad() || beta_in.requires_grad() || (h0.defined() && h0.requires_grad()));
+  if (!grad_wanted && v_in.device().is_cpu()) {
+    return chunk_gated_delta_rule_cpu(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
+  }
   const auto dt = compute_dtype(v_in);
   const int64_t B = s.B, H = s.Hv, T = s.T, K = s.K, V = s.V, C = chunk_size;
   torch::Tensor h = h0.defined() ? h0.to(dt) : torch::zeros({B, H, K, V}, v_in.options().dtype(dt));
   if (T == 0) return {torch::zeros({B, H, 0, V}, v_in.options()), h};
   const int64_t N = (T + C - 1) / C, pad = N * C - T;
+  const int64_t BH = B * H, BN = BH * N;  // every chunk of every head is one batch entry
 
   // Zero padding (g = k = v = β = 0) is exactly neutral: A, W and U rows vanish, Γ stays flat.
   auto pad4 = [&](const torch::Tensor& x) {
     return pad ? torch::constant_pad_nd(x, {0, 0, 0, pad}) : x;
   };
   auto pad3 = [&](const torch::Tensor& x) { return pad ? torch::constant_pad_nd(x, {0, pad}) : x; };
-  const torch::Tensor q = pad4(expand_heads(q_in.to(dt), s.Hk, H) * scale).view({B, H, N, C, K});
-  const torch::Tensor k = pad4(expand_heads(k_in.to(dt), s.Hk, H)).view({B, H, N, C, K});
-  const torch::Tensor v = pad4(v_in.to(dt)).view({B, H, N, C, V});
-  const torch::Tensor beta = pad3(beta_in.to(dt)).view({B, H, N, C});
-  const torch::Tensor gp = pad3(g_in.to(dt)).view({B, H, N, C});  // per-token log decay
-  const torch::Tensor gc = gp.cumsum(-1);                         // Γ, chunk-local
+  // Batched matmuls run on [BN, C, ·] blocks: torch::bmm hands each block straight to BLAS.
+  const torch::Tensor q = pad4(expand_heads(q_in.to(dt), s.Hk, H) * scale).reshape({BN, C, K});
+  const torch::Tensor k = pad4(expand_heads(k_in.to(dt), s.Hk, H)).reshape({BN, C, K});
+  const torch::Tensor v = pad4(v_in.to(dt)).reshape({BN, C, V});
+  const torch::Tensor beta = pad3(beta_in.to(dt)).reshape({BN, C, 1});
+  const torch::Tensor gp = pad3(g_in.to(dt)).reshape({BN, C});  // per-token log decay
+  const torch::Tensor gc = gp.cumsum(-1);                       // Γ, chunk-local
 
   const auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(v_in.device());
-  const torch::Tensor lower_incl = torch::ones({C, C}, bool_opts).tril();        // i >= j
-  const torch::Tensor strictly_lower = torch::ones({C, C}, bool_opts).tril(-1);  // i > j
+  const torch::Tensor upper_incl = torch::ones({C, C}, bool_opts).triu();     // i <= j
+  const torch::Tensor upper_strict = torch::ones({C, C}, bool_opts).triu(1);  // i < j
   // Γ_i − Γ_j = Σ_{j<s≤i} g_s as a sum of the g's themselves (Mamba2's stable "segsum"), not as a
   // difference of two large cumulative sums: that subtraction puts an O(1) cancellation into the
   // gradient of g (the diagonal's e^0 = 1 pulls +1 and −1 through the cumsum), which swamps the
   // true, tiny gradient under strong decay (QwenLM/FlashQLA PR #28).
-  const torch::Tensor seg =
-      gp.unsqueeze(-1)
-          .expand({B, H, N, C, C})
-          .masked_fill(strictly_lower.logical_not(), 0.0)  // [s,j]: g_s where s > j
-          .cumsum(-2);                                     // [i,j]: Σ_{j<s≤i} g_s
   // e^{Γ_i−Γ_j} for i >= j, 0 above: mask by index BEFORE exp (entries above the diagonal must
   // never reach exp; masking by sign would zero the diagonal and the g = 0 entries).
   const torch::Tensor decay =
-      seg.masked_fill(lower_incl.logical_not(), -std::numeric_limits<double>::infinity())
-          .exp();                                                   // [B,H,N,C,C]
-  const torch::Tensor kkt = torch::matmul(k, k.transpose(-1, -2));  // [B,H,N,C,C]
-  const torch::Tensor A =
-      (kkt * decay * beta.unsqueeze(-1)).masked_fill(strictly_lower.logical_not(), 0.0);
-  // One unit-lower-triangular solve (I + A) X = [diag(β e^Γ) K | diag(β) V] gives W and U.
-  const torch::Tensor eg = gc.exp();  // [B,H,N,C]
-  const torch::Tensor rhs =
-      torch::cat({k * (beta * eg).unsqueeze(-1), v * beta.unsqueeze(-1)}, -1);  // [B,H,N,C,K+V]
-  const torch::Tensor WU = at::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true,
-                                                       /*unitriangular=*/true);
-  const torch::Tensor W = WU.narrow(-1, 0, K);  // [B,H,N,C,K]
-  const torch::Tensor U = WU.narrow(-1, K, V);  // [B,H,N,C,V]
+      gp.unsqueeze(-1)
+          .expand({BN, C, C})
+          .masked_fill(upper_incl, 0.0)  // [s,j]: g_s where s > j
+          .cumsum(-2)                    // [i,j]: Σ_{j<s≤i} g_s
+          .masked_fill_(upper_strict, -std::numeric_limits<double>::infinity())
+          .exp_();  // [BN,C,C]
+  // A_ij = β_i (k_i·k_j) e^{Γ_i−Γ_j}. Only its strictly lower part is read: the solve below is
+  // unit-triangular (diagonal taken as 1) and lower (upper part never touched), which also keeps
+  // the diagonal and upper part out of the gradient.
+  const torch::Tensor A = torch::bmm(k, k.transpose(1, 2)) * decay * beta;
+  // T = (I + A)⁻¹ explicitly, then W = T·diag(β e^Γ)K and U = T·diag(β)V by matmul (fla's
+  // solve_tril + recompute_w_u): a 64-column solve and two GEMMs beat one (K+V)-column solve.
+  const torch::Tensor eye = torch::eye(C, v_in.options().dtype(dt)).expand({BN, C, C});
+  const torch::Tensor Tinv = at::linalg_solve_triangular(A, eye, /*upper=*/false, /*left=*/true,
+                                                         /*unitriangular=*/true);
+  const torch::Tensor eg = gc.exp().unsqueeze(-1);            // [BN,C,1]
+  const torch::Tensor W = torch::bmm(Tinv, k * (beta * eg));  // [BN,C,K]
+  const torch::Tensor U = torch::bmm(Tinv, v * beta);         // [BN,C,V]
 
-  const torch::Tensor q_decayed = q * eg.unsqueeze(-1);                       // diag(e^Γ) Q
-  const torch::Tensor intra = torch::matmul(q, k.transpose(-1, -2)) * decay;  // (QKᵀ)⊙M, diag incl.
-  const torch::Tensor g_last = gc.select(-1, C - 1);                          // [B,H,N]
+  const torch::Tensor q_decayed = q * eg;                                // diag(e^Γ) Q
+  const torch::Tensor intra = torch::bmm(q, k.transpose(1, 2)) * decay;  // (QKᵀ)⊙M, diag incl.
   // Γ_C − Γ_i = Σ_{s>i} g_s: an exclusive suffix sum, again without subtracting cumulative sums.
-  const torch::Tensor to_end = torch::constant_pad_nd(
-      gp.flip(-1).cumsum(-1).flip(-1).narrow(-1, 1, C - 1), {0, 1});  // [B,H,N,C]
-  const torch::Tensor k_to_end = k * to_end.exp().unsqueeze(-1);
-  const torch::Tensor chunk_decay = g_last.exp();  // [B,H,N]
+  const torch::Tensor to_end =
+      torch::constant_pad_nd(gp.flip(-1).cumsum(-1).flip(-1).narrow(-1, 1, C - 1), {0, 1});
+  // (diag(e^{Γ_C−Γ}) K)ᵀ per chunk, [BH,N,K,C]: the state update's left factor.
+  const torch::Tensor k_to_end_t =
+      (k * to_end.exp().unsqueeze(-1)).transpose(1, 2).contiguous().view({BH, N, K, C});
+  const torch::Tensor chunk_decay = gc.select(-1, C - 1).exp().view({BH, N, 1, 1});
+  const torch::Tensor W4 = W.view({BH, N, C, K}), U4 = U.view({BH, N, C, V});
 
-  // Only the state recursion is sequential (over chunks, not tokens); the read-outs of all chunks
-  // are batched matmuls afterwards, from the state entering each chunk and its pseudo-values.
+  // Only the state recursion is sequential (over chunks, not tokens): v_new = U − W h, then
+  // h ← e^{Γ_C} h + K̃ᵀ v_new, two fused multiply-adds per chunk. The read-outs of all chunks are
+  // batched matmuls afterwards, from the state entering each chunk and its pseudo-values.
   std::vector<torch::Tensor> h_in, v_news;
   h_in.reserve(N);
   v_news.reserve(N);
+  torch::Tensor hh = h.reshape({BH, K, V});
   for (int64_t n = 0; n < N; ++n) {
-    h_in.push_back(h);
-    const torch::Tensor v_new = U.select(2, n) - torch::matmul(W.select(2, n), h);  // [B,H,C,V]
+    h_in.push_back(hh);
+    const torch::Tensor v_new =
+        torch::baddbmm(U4.select(1, n), W4.select(1, n), hh, /*beta=*/1, /*alpha=*/-1);
     v_news.push_back(v_new);
-    h = h * chunk_decay.select(2, n).unsqueeze(-1).unsqueeze(-1) +
-        torch::matmul(k_to_end.select(2, n).transpose(-1, -2), v_new);
+    hh = torch::baddbmm(hh * chunk_decay.select(1, n), k_to_end_t.select(1, n), v_new);
   }
-  const torch::Tensor H_in = torch::stack(h_in, 2);     // [B,H,N,K,V]
-  const torch::Tensor V_new = torch::stack(v_news, 2);  // [B,H,N,C,V]
-  const torch::Tensor o_chunks =
-      torch::matmul(q_decayed, H_in) + torch::matmul(intra, V_new);  // [B,H,N,C,V]
-  torch::Tensor o = o_chunks.reshape({B, H, N * C, V});
-  if (pad) o = o.narrow(2, 0, T);
-  return {o.to(v_in.scalar_type()), h};
+  const torch::Tensor H_in = torch::stack(h_in, 1).view({BN, K, V});
+  const torch::Tensor V_new = torch::stack(v_news, 1).view({BN, C, V});
+  const torch::Tensor o = torch::baddbmm(torch::bmm(intra, V_new), q_decayed, H_in)
+                              .view({B, H, N * C, V});  // [B,H,N·C,V]
+  return {(pad ? o.narrow(2, 0, T) : o).to(v_in.scalar_type()), hh.view({B, H, K, V})};
 }
 
 torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,

@@ -23,6 +23,18 @@ struct GatedDeltaResult {
   torch::Tensor state;  ///< final state [B,Hv,d_k,d_v]
 };
 
+/// Sizes read off the kernel inputs.
+struct GatedDeltaShapes {
+  int64_t B, Hk, Hv, T, K, V;  ///< batch, key heads, value heads, tokens, d_k, d_v
+};
+
+/// Checks q, k [B,Hk,T,K], v [B,Hv,T,V] (Hv a multiple of Hk), g, beta [B,Hv,T] and h0 [B,Hv,K,V]
+/// (or undefined) against each other. `who` prefixes the message. Throws c10::Error on a mismatch.
+GatedDeltaShapes check_gated_delta_shapes(const char* who, const torch::Tensor& q,
+                                          const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& g, const torch::Tensor& beta,
+                                          const torch::Tensor& h0);
+
 /// Recurrent form: one step per token. The decoding path and the test oracle.
 /// scale: multiplies q (the reference codebases use d_k^-1/2). Throws c10::Error on bad shapes.
 GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
@@ -36,10 +48,24 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch:
 /// (I+A)⁻¹ for both W = T·diag(β e^Γ)K and U = T·diag(β)V, then one sequential pass over chunks
 /// (not tokens). T is zero-padded to a multiple of chunk_size with g = k = v = β = 0, which is
 /// exactly neutral. chunk_size > 0.
+/// When no gradient is needed (grad mode off, or no input requires grad) and the tensors are on
+/// the CPU, it runs chunk_gated_delta_rule_cpu instead: same algorithm, same results to rounding.
 GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& g,
                                         const torch::Tensor& beta, double scale,
                                         const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
+
+/// The chunked form, forward only, computed head by head on raw CPU buffers with direct BLAS calls
+/// (layers/cpu_blas.h) and heads spread over the intra-op threads: each chunk's blocks stay in
+/// cache and LibTorch's per-op cost (dispatch, allocation, one BLAS call per batch entry) is
+/// gone. Decays inside a chunk are running products of the α's (the recurrent form's own
+/// products); values below the smallest normal number are flushed to 0. Same arguments and result
+/// as chunk_gated_delta_rule. Throws c10::Error for non-CPU tensors, for inputs that require
+/// grad while grad mode is on, and on bad shapes.
+GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& g,
+                                            const torch::Tensor& beta, double scale,
+                                            const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
 
 /// Lowest log decay the gate returns (α = e^g is exactly 0 below it in fp32 and fp64 alike).
 constexpr double kMinLogDecay = -1e4;

@@ -26,6 +26,7 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hybridlab::prepare_process();  // BLAS kernels, malloc: before any tensor work or sweep worker
   CLI::App app{
       "hybridlab: hybrid attention / Gated DeltaNet sequence models, positional schemes as "
       "plugins, long-context ablations.\nRun `hybridlab COMMAND --help` for each command."};

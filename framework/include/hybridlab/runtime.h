@@ -30,8 +30,40 @@ torch::Device runtime_device(const RuntimeOptions& opts);
 /// Number of hardware cores (std::thread::hardware_concurrency, at least 1).
 int hardware_threads();
 
-/// The BLAS library LibTorch computes with (e.g. "OpenBLAS 0.3.21 (pthreads)"), read from the
-/// shared libraries mapped into this process.
+/// The BLAS library LibTorch computes with (e.g. "OpenBLAS (pthreads) /usr/lib/...so, kernels
+/// SkylakeX"), read from the shared libraries mapped into this process.
 std::string blas_backend();
+
+/// What select_blas_kernels() found and did.
+struct BlasKernels {
+  std::string detected;  ///< OpenBLAS's own kernel choice at load time ("Prescott", ...);
+                         ///< empty when the BLAS is not a dynamic-arch OpenBLAS
+  std::string active;    ///< the kernel set in use after the call
+  std::string note;      ///< why active differs from detected, or why nothing was changed
+};
+
+/// Makes OpenBLAS use the fastest kernels this CPU supports when its own CPU detection fell
+/// short. OpenBLAS 0.3.21 (Debian 12's) does not know Sapphire Rapids and newer Xeons and falls
+/// back to its SSE3 "Prescott" kernels, about 3-4x slower for sgemm than its AVX-512 ones
+/// (bench/gated_deltanet prints the sgemm rate it gets). The fix re-runs OpenBLAS's own
+/// dynamic-arch initialisation with OPENBLAS_CORETYPE set to "SkylakeX" (AVX-512 F/BW/DQ/VL) or
+/// "Haswell" (AVX2 + FMA), which is what that variable does when set before the program starts.
+/// Leaves alone: a BLAS other than OpenBLAS, an OpenBLAS built for a single core type, a
+/// detection already as good, and a process started with OPENBLAS_CORETYPE set (the user's
+/// choice wins). Runs once per process; later calls return the first result. Call it at startup,
+/// before any BLAS work (apply_runtime and the CLI do). Never throws.
+BlasKernels select_blas_kernels();
+
+/// Keeps freed blocks of up to 32 MiB in glibc malloc's heap (M_MMAP_THRESHOLD 32 MiB,
+/// M_TRIM_THRESHOLD 512 MiB) instead of handing them back to the OS. LibTorch allocates every
+/// intermediate tensor afresh, and without this each multi-MB temporary of a training or
+/// evaluation step is mapped and page-faulted in again on every call (measured: the chunked Gated
+/// DeltaNet forward at T = 2048 went from 39 to 27 ms). Returns false where mallopt refused (or
+/// this is not glibc). Once per process; never throws.
+bool keep_freed_memory_in_heap();
+
+/// Both of the above: the process-wide CPU settings every hybridlab program starts with (the CLI,
+/// the test and bench mains, apply_runtime). Call at startup, before tensor work on other threads.
+void prepare_process();
 
 }  // namespace hybridlab

@@ -67,6 +67,7 @@ torch::Device runtime_device(const RuntimeOptions& opts) {
 
 void apply_runtime(const RuntimeOptions& opts) {
   runtime_device(opts);  // fail early on an absent GPU
+  prepare_process();
   at::set_num_threads(opts.threads > 0 ? opts.threads : hardware_threads());
   if (opts.interop_threads > 0) {
     // May only be set once per process and before inter-op work: ignore a repeated call.
@@ -107,6 +108,9 @@ std::string blas_backend() {
     }
     out += (out.empty() ? "" : "; ") + kind + " " + l;
   }
+  const BlasKernels k = select_blas_kernels();
+  if (!k.active.empty()) out += ", kernels " + k.active;
+  if (!k.note.empty()) out += " (" + k.note + ")";
   return out;
 }
 

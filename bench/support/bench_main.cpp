@@ -1,0 +1,26 @@
+// The one main of every bench_* program: the same BLAS kernels and thread count as hybridlab
+// itself, recorded in the benchmark context so a figure never travels without them.
+
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "hybridlab/runtime.h"
+
+int main(int argc, char** argv) {
+  hybridlab::prepare_process();
+  // One intra-op thread by default: stable figures on a shared 2-core machine. Set
+  // HYBRIDLAB_BENCH_THREADS=N (0 = all cores) to measure with more.
+  int threads = 1;
+  if (const char* env = std::getenv("HYBRIDLAB_BENCH_THREADS")) threads = std::atoi(env);
+  at::set_num_threads(threads > 0 ? threads : hybridlab::hardware_threads());
+  benchmark::AddCustomContext("blas", hybridlab::blas_backend());
+  benchmark::AddCustomContext("intra_op_threads", std::to_string(at::get_num_threads()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
