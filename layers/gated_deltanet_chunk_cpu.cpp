@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "layers/cpu_blas.h"
+#include "layers/cpu_vector.h"
 #include "layers/gated_deltanet_kernels.h"
 
 namespace hybridlab {
@@ -37,10 +38,10 @@ struct HeadBuffers {
 // One head's scratch for one chunk; reused across the chunks and heads of one worker.
 template <class S>
 struct ChunkScratch {
-  std::vector<S> decay, A, QK, U, QH, Xt, alpha, eg, to_end;
+  std::vector<S> decay, A, QK, U, QH, Xt, alpha, eg, to_end, Tinv, VN;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
       : decay(C * C), A(C * C), QK(C * C), U(C * V), QH(C * V), Xt(K * C), alpha(C), eg(C),
-        to_end(C) {}
+        to_end(C), Tinv(C * C), VN(C * V) {}
 };
 
 // One head, all chunks. Shapes in comments are per chunk; i indexes rows (tokens), j columns.
@@ -55,6 +56,8 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadBuffers<S>& 
   S* U = w.U.data();      // [C,V] K h, then v_new
   S* QH = w.QH.data();    // [C,V] Q h
   S* Xt = w.Xt.data();    // [K,C] (diag(e^{Γ_C − Γ}) K)ᵀ
+  S* Tinv = w.Tinv.data();
+  S* VN = w.VN.data();
   S* h = x.h;
   for (int64_t n = 0; n < N; ++n) {
     const S* qn = x.q + n * C * K;
@@ -65,21 +68,16 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadBuffers<S>& 
     const S* bn = x.beta + n * C;
     S* on = x.o + n * C * V;
 
-    // e^{Γ_i} (Γ chunk-local cumulative log decay) and e^{Γ_C − Γ_i} (exclusive suffix sum).
-    S acc = 0;
-    for (int64_t i = 0; i < C; ++i) {
-      w.alpha[i] = std::exp(gn[i]);
-      w.eg[i] = flush(std::exp(acc += gn[i]));
-    }
-    acc = 0;
-    for (int64_t i = C - 1; i >= 0; --i) {
-      w.to_end[i] = flush(std::exp(acc));
-      acc += gn[i];
-    }
+    // α_i, e^{Γ_i} = Π_{s≤i} α_s and e^{Γ_C − Γ_i} = Π_{s>i} α_s (Γ: chunk-local cumulative log
+    // decay). Every decay below is a product of the α's, as in the recurrent form.
+    for (int64_t i = 0; i < C; ++i) w.alpha[i] = std::exp(gn[i]);
+    w.eg[0] = w.alpha[0];
+    for (int64_t i = 1; i < C; ++i) w.eg[i] = flush(w.eg[i - 1] * w.alpha[i]);
+    w.to_end[C - 1] = 1;
+    for (int64_t i = C - 2; i >= 0; --i) w.to_end[i] = flush(w.to_end[i + 1] * w.alpha[i + 1]);
     const S chunk_decay = w.eg[C - 1];
-    // D_ij = e^{Γ_i − Γ_j} = Π_{j<s≤i} α_s for j ≤ i, as a running product of the α's (the
-    // recurrent form's own products), never as a ratio of two cumulative decays.
-    // Row by row: D_i,: = α_i D_{i−1},: (j < i), D_ii = 1.
+    // D_ij = e^{Γ_i − Γ_j} = Π_{j<s≤i} α_s for j ≤ i, never a ratio of two cumulative decays;
+    // row by row: D_i,: = α_i D_{i−1},: (j < i), D_ii = 1.
     D[0] = 1;
     for (int64_t i = 1; i < C; ++i) {
       const S a = w.alpha[i];
@@ -108,7 +106,20 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadBuffers<S>& 
       const S b = bn[i], e = w.eg[i];
       for (int64_t d = 0; d < V; ++d) U[i * V + d] = b * (vn[i * V + d] - e * U[i * V + d]);
     }
-    cpu::trsm_unit_lower<S>(C, V, A, C, U, V);
+    // T = (I + A)⁻¹ row by row, T_i = e_i − Σ_{m<i} A_im T_m (T_m is zero past column m), then
+    // v_new = T Y by one GEMM.
+    std::fill(Tinv, Tinv + C * C, S(0));
+    for (int64_t i = 0; i < C; ++i) {
+      S* __restrict Ti = Tinv + i * C;
+      const S* Ai = A + i * C;
+      for (int64_t m = 0; m < i; ++m) {
+        const S a = -Ai[m];
+        const S* __restrict Tm = Tinv + m * C;
+        for (int64_t j = 0; j <= m; ++j) Ti[j] += a * Tm[j];
+      }
+      Ti[i] = 1;
+    }
+    cpu::gemm<S>(false, false, C, V, C, 1, Tinv, C, U, V, 0, VN, V);
 
     // o = diag(e^Γ) Q h + (Q Kᵀ ⊙ D) v_new [C,V].
     for (int64_t i = 0; i < C; ++i) {
@@ -117,22 +128,12 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadBuffers<S>& 
       for (int64_t j = 0; j <= i; ++j) QK[i * C + j] *= D[i * C + j];
       std::fill(QK + i * C + i + 1, QK + (i + 1) * C, S(0));
     }
-    cpu::gemm<S>(false, false, C, V, C, 1, QK, C, U, V, 1, on, V);
+    cpu::gemm<S>(false, false, C, V, C, 1, QK, C, VN, V, 1, on, V);
 
     // h ← e^{Γ_C} h + (diag(e^{Γ_C − Γ}) K)ᵀ v_new [K,V].
-    cpu::gemm<S>(false, false, K, V, C, 1, Xt, C, U, V, chunk_decay, h, V);
+    cpu::gemm<S>(false, false, K, V, C, 1, Xt, C, VN, V, chunk_decay, h, V);
   }
 }
-
-// The loops above are the kernel's own arithmetic (the GEMMs are BLAS's): compiled once per
-// vector width and picked at load time by the CPU features (GCC/Clang function multiversioning),
-// since a portable build targets plain x86-64 (SSE2).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HYBRIDLAB_VECTOR_CLONES \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HYBRIDLAB_VECTOR_CLONES
-#endif
 
 HYBRIDLAB_VECTOR_CLONES
 void chunk_one_head_any(const HeadBuffers<float>& x, int64_t N, int64_t C, int64_t K, int64_t V,
@@ -156,11 +157,7 @@ GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q_in, const tor
               chunk_size);
   TORCH_CHECK(v_in.device().is_cpu(), "chunk_gated_delta_rule_cpu: CPU tensors only, got ",
               v_in.device());
-  const bool grad_wanted =
-      torch::GradMode::is_enabled() &&
-      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() ||
-       g_in.requires_grad() || beta_in.requires_grad() || (h0.defined() && h0.requires_grad()));
-  TORCH_CHECK(!grad_wanted,
+  TORCH_CHECK(!cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0}),
               "chunk_gated_delta_rule_cpu: forward only (no autograd); use "
               "chunk_gated_delta_rule when gradients are needed");
   const GatedDeltaShapes s =

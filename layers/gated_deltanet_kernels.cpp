@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "layers/cpu_vector.h"
+
 #include <limits>
 #include <vector>
 
@@ -78,16 +80,20 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
                                         const torch::Tensor& v_in, const torch::Tensor& g_in,
                                         const torch::Tensor& beta_in, double scale,
                                         const torch::Tensor& h0, int64_t chunk_size) {
+  if (!cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0}) &&
+      cpu::cpu_floating({q_in, k_in, v_in, g_in, beta_in, h0})) {
+    return chunk_gated_delta_rule_cpu(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
+  }
+  return chunk_gated_delta_rule_torch(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
+}
+
+GatedDeltaResult chunk_gated_delta_rule_torch(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                              const torch::Tensor& v_in, const torch::Tensor& g_in,
+                                              const torch::Tensor& beta_in, double scale,
+                                              const torch::Tensor& h0, int64_t chunk_size) {
   const GatedDeltaShapes s =
       check_gated_delta_shapes("chunk_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
   TORCH_CHECK(chunk_size > 0, "chunk_gated_delta_rule: chunk_size must be > 0, got ", chunk_size);
-  const bool grad_wanted =
-      torch::GradMode::is_enabled() &&
-      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() ||
-       g_in.requires_grad() || beta_in.requires_grad() || (h0.defined() && h0.requires_grad()));
-  if (!grad_wanted && v_in.device().is_cpu()) {
-    return chunk_gated_delta_rule_cpu(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
-  }
   const auto dt = compute_dtype(v_in);
   const int64_t B = s.B, H = s.Hv, T = s.T, K = s.K, V = s.V, C = chunk_size;
   torch::Tensor h = h0.defined() ? h0.to(dt) : torch::zeros({B, H, K, V}, v_in.options().dtype(dt));
@@ -180,6 +186,42 @@ torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_lo
       .clamp_min(kMinLogDecay);
 }
 
+namespace {
+
+// y[t] = Σ_i w_i ⊙ xx[t + i] over the K taps, xx = [prev; x]: rows before 0 come from prev
+// [K−1, C]. x, y [T, C]; wt [K, C] (the weight transposed). One pass, no concatenated copy.
+template <class S>
+inline __attribute__((always_inline)) void short_conv_rows(const S* x, const S* prev, const S* wt,
+                                                           S* y, int64_t T, int64_t C, int64_t Kc) {
+  for (int64_t t = 0; t < T; ++t) {
+    S* __restrict yt = y + t * C;
+    for (int64_t i = 0; i < Kc; ++i) {
+      const int64_t s = t + i - (Kc - 1);  // source row in x; < 0 reads the cache
+      const S* __restrict row = s < 0 ? prev + (s + Kc - 1) * C : x + s * C;
+      const S* __restrict wi = wt + i * C;
+      if (i == 0) {
+        for (int64_t c = 0; c < C; ++c) yt[c] = wi[c] * row[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c) yt[c] += wi[c] * row[c];
+      }
+    }
+  }
+}
+
+HYBRIDLAB_VECTOR_CLONES
+void short_conv_any(const float* x, const float* prev, const float* wt, float* y, int64_t T,
+                    int64_t C, int64_t Kc) {
+  short_conv_rows<float>(x, prev, wt, y, T, C, Kc);
+}
+
+HYBRIDLAB_VECTOR_CLONES
+void short_conv_any(const double* x, const double* prev, const double* wt, double* y, int64_t T,
+                    int64_t C, int64_t Kc) {
+  short_conv_rows<double>(x, prev, wt, y, T, C, Kc);
+}
+
+}  // namespace
+
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& cache) {
   TORCH_CHECK(x.dim() == 3, "short_conv: x must be [B,T,C], got ", x.sizes());
@@ -190,8 +232,23 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
       cache.defined() ? cache.to(x.scalar_type()) : torch::zeros({B, Kc - 1, C}, x.options());
   TORCH_CHECK(prev.size(0) == B && prev.size(1) == Kc - 1 && prev.size(2) == C,
               "short_conv: cache must be [B,K-1,C], got ", prev.sizes());
-  const torch::Tensor xx = torch::cat({prev, x}, 1);  // [B,K-1+T,C]
   const int64_t T = x.size(1);
+  if (!cpu::grad_needed({x, weight, prev}) && cpu::cpu_floating({x, weight, prev})) {
+    // Forward only (evaluation, decoding): one fused pass, then SiLU in place.
+    const torch::Tensor xc = x.contiguous(), pc = prev.contiguous();
+    const torch::Tensor wt = weight.to(x.scalar_type()).view({C, Kc}).t().contiguous();  // [K,C]
+    torch::Tensor y = torch::empty_like(xc);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "short_conv", [&] {
+      for (int64_t b = 0; b < B; ++b) {
+        short_conv_any(xc.data_ptr<scalar_t>() + b * T * C, pc.data_ptr<scalar_t>() + b * (Kc - 1) * C,
+                       wt.data_ptr<scalar_t>(), y.data_ptr<scalar_t>() + b * T * C, T, C, Kc);
+      }
+    });
+    const int64_t keep = std::min<int64_t>(T, Kc - 1);
+    const torch::Tensor tail = torch::cat({pc, xc.narrow(1, T - keep, keep)}, 1);
+    return {torch::silu_(y), tail.narrow(1, tail.size(1) - (Kc - 1), Kc - 1).contiguous()};
+  }
+  const torch::Tensor xx = torch::cat({prev, x}, 1);  // [B,K-1+T,C]
   // Σ_i w[:,i] · xx[:, i:i+T, :]: K shifted multiply-adds. (at::conv1d with groups = C takes a
   // slow generic path on CPU, one small GEMM per channel.)
   const torch::Tensor w = weight.to(x.scalar_type()).view({C, Kc});  // [C,K]

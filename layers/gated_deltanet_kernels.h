@@ -42,18 +42,27 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch:
                                             const torch::Tensor& beta, double scale,
                                             const torch::Tensor& h0 = {});
 
-/// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1):
-/// chunk-local cumulative log decay Γ, the strictly-lower gated Gram matrix
-/// A_ij = β_i k_i·k_j e^{Γ_i−Γ_j} (masked by index before exp), one unit-triangular solve
-/// (I+A)⁻¹ for both W = T·diag(β e^Γ)K and U = T·diag(β)V, then one sequential pass over chunks
-/// (not tokens). T is zero-padded to a multiple of chunk_size with g = k = v = β = 0, which is
-/// exactly neutral. chunk_size > 0.
-/// When no gradient is needed (grad mode off, or no input requires grad) and the tensors are on
-/// the CPU, it runs chunk_gated_delta_rule_cpu instead: same algorithm, same results to rounding.
+/// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1),
+/// the entry point layers call: runs chunk_gated_delta_rule_cpu (fast, forward only) when no
+/// gradient is needed and the tensors are fp32/fp64 on the CPU, chunk_gated_delta_rule_torch
+/// (differentiable) otherwise. Same results to rounding. chunk_size > 0.
 GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& g,
                                         const torch::Tensor& beta, double scale,
                                         const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
+
+/// The chunked form in LibTorch ops, differentiable by autograd, on any device (the training
+/// path): chunk-local cumulative log decay Γ, the strictly-lower gated Gram matrix
+/// A_ij = β_i k_i·k_j e^{Γ_i−Γ_j} (masked by index before exp, with Mamba2's stable segment sums),
+/// T = (I+A)⁻¹ by one unit-triangular solve, W = T·diag(β e^Γ)K and U = T·diag(β)V, then one
+/// sequential pass over chunks (not tokens) and batched read-outs. T is zero-padded to a multiple
+/// of chunk_size with g = k = v = β = 0, which is exactly neutral. Throws c10::Error on bad shapes
+/// or chunk_size <= 0.
+GatedDeltaResult chunk_gated_delta_rule_torch(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, const torch::Tensor& g,
+                                              const torch::Tensor& beta, double scale,
+                                              const torch::Tensor& h0 = {},
+                                              int64_t chunk_size = 64);
 
 /// The chunked form, forward only, computed head by head on raw CPU buffers with direct BLAS calls
 /// (layers/cpu_blas.h) and heads spread over the intra-op threads: each chunk's blocks stay in
@@ -83,7 +92,9 @@ struct ShortConvResult {
 };
 
 /// Causal depthwise convolution with kernel K and SiLU (fla `ShortConvolution`): x [B,T,C],
-/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding).
+/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding). When no
+/// gradient is needed and the tensors are fp32/fp64 on the CPU, one fused pass computes the K taps
+/// (no concatenated copy) and SiLU runs in place; otherwise K shifted multiply-adds in LibTorch.
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& cache = {});
 

@@ -12,7 +12,9 @@ namespace hybridlab {
 
 /// y = x / sqrt(mean(x², last dim) + eps) · weight. The statistics are computed in fp32 whatever
 /// the input dtype; the result has the input dtype. weight [dim] is initialised to ones (not
-/// zero-centred).
+/// zero-centred). When no gradient is needed (cpu::grad_needed) and the tensors are fp32/fp64 on
+/// the CPU, forward runs a fused pass (row norms from LibTorch, one elementwise loop), equal to
+/// the tensor form to rounding.
 class RMSNorm : public torch::nn::Module {
  public:
   /// dim: size of the last dimension; eps: added inside the square root.
@@ -30,7 +32,7 @@ class RMSNorm : public torch::nn::Module {
 
 /// Gated RMSNorm: y = RMSNorm(x) · weight · SiLU(z): normalise first, then gate (fla
 /// `FusedRMSNormGated` with swish; HF `Qwen3NextRMSNormGated`). The norm and the gate are
-/// computed in fp32.
+/// computed in fp32. Same fused CPU pass as RMSNorm when no gradient is needed.
 class GatedRMSNorm : public torch::nn::Module {
  public:
   GatedRMSNorm(int64_t dim, double eps);

@@ -5,9 +5,11 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "hybridlab/runtime.h"
+#include "layers/cpu_blas.h"
 
 int main(int argc, char** argv) {
   hybridlab::prepare_process();
@@ -16,6 +18,10 @@ int main(int argc, char** argv) {
   int threads = 1;
   if (const char* env = std::getenv("HYBRIDLAB_BENCH_THREADS")) threads = std::atoi(env);
   at::set_num_threads(threads > 0 ? threads : hybridlab::hardware_threads());
+  // On one core, OpenBLAS too: sgemm and the layers' projections then run on the same single
+  // core as everything else, so rates and ratios compare like with like.
+  std::optional<hybridlab::cpu::SingleThreadedBlas> one_core_blas;
+  if (at::get_num_threads() == 1) one_core_blas.emplace();
   benchmark::AddCustomContext("blas", hybridlab::blas_backend());
   benchmark::AddCustomContext("intra_op_threads", std::to_string(at::get_num_threads()));
   benchmark::Initialize(&argc, argv);

@@ -126,9 +126,12 @@ TEST_CASE("chunked == recurrent: outputs and final state, fp64 and fp32", "[gdn]
   const double scale = 1.0 / std::sqrt(16.0);
   auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0);
   auto c = chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
+  auto ct = chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   const double tol = fp64 ? 1e-10 : 1e-4;
   REQUIRE_TENSORS_CLOSE(c.o, r.o, tol);
   REQUIRE_TENSORS_CLOSE(c.state, r.state, tol);
+  REQUIRE_TENSORS_CLOSE(ct.o, r.o, tol);
+  REQUIRE_TENSORS_CLOSE(ct.state, r.state, tol);
   if (!fp64) {
     REQUIRE(err_ratio(c.o, r.o) < 1e-5);
   }
@@ -138,9 +141,12 @@ TEST_CASE("chunked == recurrent across decay strengths (lambda 0.1, 10) and 4x G
   const double lambda = GENERATE(0.1, 10.0);
   Inputs in = make_inputs(1, 1, 4, 130, 8, 8, torch::kDouble, true, lambda, 11);
   auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0);
-  auto c = chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 32);
-  REQUIRE_TENSORS_CLOSE(c.o, r.o, 1e-10);
-  REQUIRE_TENSORS_CLOSE(c.state, r.state, 1e-10);
+  for (const auto& c : {chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 32),
+                        chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0,
+                                                     32)}) {
+    REQUIRE_TENSORS_CLOSE(c.o, r.o, 1e-10);
+    REQUIRE_TENSORS_CLOSE(c.state, r.state, 1e-10);
+  }
 }
 
 // chunk_gated_delta_rule runs the fused CPU kernel when no gradient is needed and the autograd
@@ -157,22 +163,20 @@ TEST_CASE("fused CPU chunk kernel == autograd tensor form == recurrent", "[gdn]"
   const auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0);
   const auto fused =
       chunk_gated_delta_rule_cpu(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
-  // Inputs that require grad take the tensor form.
-  std::vector<torch::Tensor> xs = {in.q.clone(), in.k.clone(), in.v.clone(), in.g.clone(),
-                                   in.beta.clone()};
-  for (auto& x : xs) x.requires_grad_(true);
   const auto tensor_form =
-      chunk_gated_delta_rule(xs[0], xs[1], xs[2], xs[3], xs[4], scale, in.h0, C);
-  REQUIRE(tensor_form.o.requires_grad());
+      chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   const double tol = fp64 ? 1e-10 : 1e-4;
   REQUIRE_TENSORS_CLOSE(fused.o, r.o, tol);
   REQUIRE_TENSORS_CLOSE(fused.state, r.state, tol);
-  REQUIRE_TENSORS_CLOSE(fused.o, tensor_form.o.detach(), tol);
-  REQUIRE_TENSORS_CLOSE(fused.state, tensor_form.state.detach(), tol);
-  // Without grad, the dispatching entry point gives the fused kernel's result exactly.
-  torch::NoGradGuard no_grad;
+  REQUIRE_TENSORS_CLOSE(fused.o, tensor_form.o, tol);
+  REQUIRE_TENSORS_CLOSE(fused.state, tensor_form.state, tol);
+  // The entry point: the fused kernel without grad, the tensor form when an input requires it.
   const auto dispatched = chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   REQUIRE(torch::equal(dispatched.o, fused.o));
+  const torch::Tensor vg = in.v.clone().requires_grad_(true);
+  const auto with_grad = chunk_gated_delta_rule(in.q, in.k, vg, in.g, in.beta, scale, in.h0, C);
+  REQUIRE(with_grad.o.requires_grad());
+  REQUIRE(torch::equal(with_grad.o.detach(), tensor_form.o));
 }
 
 TEST_CASE("fused CPU chunk kernel: strong decay and full reset stay finite and exact", "[gdn]") {
@@ -374,4 +378,14 @@ TEST_CASE("short conv: causal, zero left padding, SiLU after the conv, cache == 
   auto first = short_conv(x.narrow(1, 0, 2), w);  // shorter than the kernel
   auto second = short_conv(x.narrow(1, 2, 9), w, first.cache);
   REQUIRE_TENSORS_CLOSE(torch::cat({first.y, second.y}, 1), y, 1e-12);
+  // The autograd tensor form (inputs that require grad) gives the same values and caches as the
+  // fused forward-only pass above.
+  const torch::Tensor xg = x.clone().requires_grad_(true);
+  auto g_first = short_conv(xg.narrow(1, 0, 2), w);
+  auto g_second = short_conv(xg.narrow(1, 2, 9), w, g_first.cache);
+  REQUIRE(g_second.y.requires_grad());
+  REQUIRE_TENSORS_CLOSE(torch::cat({g_first.y, g_second.y}, 1).detach(), ref, 1e-12);
+  REQUIRE_TENSORS_CLOSE(g_second.cache.detach(), second.cache, 0.0);
+  // fp32 fused pass against the fp64 reference.
+  REQUIRE_TENSORS_CLOSE(short_conv(x.to(torch::kFloat), w.to(torch::kFloat)).y, ref, 1e-5);
 }
