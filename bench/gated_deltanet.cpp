@@ -12,10 +12,12 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "layers/gated_deltanet.h"
 #include "layers/gated_deltanet_kernels.h"
@@ -53,22 +55,26 @@ void BM_GdnForward(benchmark::State& state, const std::string& mode) {
       benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Best seconds per call of f over at least min_calls calls and min_seconds of wall time, after a
-// warm-up. BM_Summary times the cases itself because Google Benchmark does not hand one
-// benchmark's timings to another; the minimum filters out other tenants of a shared machine.
-double seconds_per_call(const std::function<void()>& f, int min_calls, double min_seconds) {
-  f();  // warm-up
-  int calls = 0;
-  double best = 1e30, elapsed = 0;
-  while (calls < min_calls || elapsed < min_seconds) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::min(best, s);
-    elapsed += s;
-    ++calls;
+// BM_Summary times the cases itself because Google Benchmark does not hand one benchmark's
+// timings to another. On a shared machine other tenants come and go for seconds at a time, so the
+// cases are timed in interleaved rounds (every case once per round) and each keeps its best call:
+// the ratios then compare the forms under the same conditions.
+struct TimedCase {
+  std::string name;
+  std::function<void()> run;
+  double best = 1e30;
+};
+
+void time_in_rounds(std::vector<TimedCase>& cases, int rounds) {
+  for (auto& c : cases) c.run();  // warm-up
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& c : cases) {
+      const auto start = std::chrono::steady_clock::now();
+      c.run();
+      c.best = std::min(
+          c.best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
   }
-  return best;
 }
 
 void BM_Sgemm(benchmark::State& state) {
@@ -84,34 +90,36 @@ void BM_Summary(benchmark::State& state) {
   c10::InferenceMode guard;
   torch::manual_seed(0);
   GatedDeltaNet chunk(options("chunk"), 256), rec(options("recurrent"), 256);
-  std::map<std::string, double> t;
+  std::vector<TimedCase> cases;
+  std::vector<torch::Tensor> keep;  // inputs live as long as the cases
   for (int64_t T : {512, 2048, 8192}) {
-    const torch::Tensor x = torch::randn({1, T, 256});
-    const torch::Tensor pos = torch::arange(T);
-    t["chunk/" + std::to_string(T)] =
-        seconds_per_call([&] { chunk.forward(x, pos, nullptr); }, 3, 0.5);
-    t["recurrent/" + std::to_string(T)] =
-        seconds_per_call([&] { rec.forward(x, pos, nullptr); }, 1, 0.5);
-  }
-  // The kernels alone (same shapes as inside the layer: 4 heads, d_k 64, d_v 128). The tensor
-  // form is what training differentiates through; here it runs without recording a graph.
-  for (int64_t T : {512, 2048, 8192}) {
+    const std::string s = std::to_string(T);
+    const torch::Tensor x = torch::randn({1, T, 256}), pos = torch::arange(T);
+    // The kernels alone, with the shapes they get inside the layer (4 heads, d_k 64, d_v 128).
+    // The tensor form is what training differentiates through; here it records no graph.
     const torch::Tensor q = hybridlab::l2_normalize(torch::randn({1, 4, T, 64}));
     const torch::Tensor k = hybridlab::l2_normalize(torch::randn({1, 4, T, 64}));
     const torch::Tensor v = torch::randn({1, 4, T, 128});
     const torch::Tensor g = torch::log_sigmoid(torch::randn({1, 4, T}));
     const torch::Tensor beta = torch::sigmoid(torch::randn({1, 4, T}));
-    const std::string s = std::to_string(T);
-    t["kchunk/" + s] = seconds_per_call(
-        [&] { hybridlab::chunk_gated_delta_rule_cpu(q, k, v, g, beta, 0.125, {}, 64); }, 5, 0.3);
-    t["ktensor/" + s] = seconds_per_call(
-        [&] { hybridlab::chunk_gated_delta_rule_torch(q, k, v, g, beta, 0.125, {}, 64); }, 3, 0.3);
-    t["krecurrent/" + s] = seconds_per_call(
-        [&] { hybridlab::recurrent_gated_delta_rule(q, k, v, g, beta, 0.125); }, 2, 0.3);
+    keep.insert(keep.end(), {x, pos, q, k, v, g, beta});
+    cases.push_back({"chunk/" + s, [&chunk, x, pos] { chunk.forward(x, pos, nullptr); }});
+    cases.push_back({"recurrent/" + s, [&rec, x, pos] { rec.forward(x, pos, nullptr); }});
+    cases.push_back({"kchunk/" + s, [=] {
+                       hybridlab::chunk_gated_delta_rule_cpu(q, k, v, g, beta, 0.125, {}, 64);
+                     }});
+    cases.push_back({"ktensor/" + s, [=] {
+                       hybridlab::chunk_gated_delta_rule_torch(q, k, v, g, beta, 0.125, {}, 64);
+                     }});
+    cases.push_back({"krecurrent/" + s,
+                     [=] { hybridlab::recurrent_gated_delta_rule(q, k, v, g, beta, 0.125); }});
   }
   const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
-  const double sgemm_s = seconds_per_call([&] { torch::mm(a, b); }, 5, 0.5);
-  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / sgemm_s / 1e9;
+  cases.push_back({"sgemm", [&] { torch::mm(a, b); }});
+  time_in_rounds(cases, 7);
+  std::map<std::string, double> t;
+  for (const auto& c : cases) t[c.name] = c.best;
+  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / t["sgemm"] / 1e9;
   const double chunk_gflops = chunk.info(8192).flops_per_token * 8192 / t["chunk/8192"] / 1e9;
   for (auto _ : state) benchmark::DoNotOptimize(sgemm_gflops);
   for (int64_t T : {512, 2048, 8192}) {

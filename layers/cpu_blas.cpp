@@ -19,6 +19,10 @@ void cblas_strsm(int order, int side, int uplo, int trans_a, int diag, int m, in
                  const float* a, int lda, float* b, int ldb);
 void cblas_dtrsm(int order, int side, int uplo, int trans_a, int diag, int m, int n, double alpha,
                  const double* a, int lda, double* b, int ldb);
+void cblas_strmm(int order, int side, int uplo, int trans_a, int diag, int m, int n, float alpha,
+                 const float* a, int lda, float* b, int ldb);
+void cblas_dtrmm(int order, int side, int uplo, int trans_a, int diag, int m, int n, double alpha,
+                 const double* a, int lda, double* b, int ldb);
 }
 #endif
 
@@ -42,6 +46,12 @@ void blas_trsm(int m, int n, const float* l, int ldl, float* b, int ldb) {
 void blas_trsm(int m, int n, const double* l, int ldl, double* b, int ldb) {
   cblas_dtrsm(kRowMajor, kLeft, kLower, kNoTrans, kUnit, m, n, 1.0, l, ldl, b, ldb);
 }
+void blas_trmm(int m, int n, const float* l, int ldl, float* b, int ldb) {
+  cblas_strmm(kRowMajor, kLeft, kLower, kNoTrans, kUnit, m, n, 1.0f, l, ldl, b, ldb);
+}
+void blas_trmm(int m, int n, const double* l, int ldl, double* b, int ldb) {
+  cblas_dtrmm(kRowMajor, kLeft, kLower, kNoTrans, kUnit, m, n, 1.0, l, ldl, b, ldb);
+}
 #else
 // A strided row-major view of a raw buffer (rows × cols, row stride ld).
 template <class S>
@@ -57,11 +67,13 @@ using GetThreads = int (*)();
 using SetThreads = void (*)(int);
 // OpenBLAS's own thread control, looked up at run time: absent from other BLAS libraries.
 GetThreads openblas_get() {
-  static const auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  static const auto f =
+      reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   return f;
 }
 SetThreads openblas_set() {
-  static const auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  static const auto f =
+      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
   return f;
 }
 }  // namespace
@@ -123,11 +135,31 @@ void trsm_unit_lower(int64_t m, int64_t n, const S* l, int64_t ldl, S* b, int64_
 #endif
 }
 
+template <class S>
+void trmm_unit_lower(int64_t m, int64_t n, const S* l, int64_t ldl, S* b, int64_t ldb) {
+#if defined(HYBRIDLAB_HAVE_CBLAS)
+  blas_trmm(static_cast<int>(m), static_cast<int>(n), l, static_cast<int>(ldl), b,
+            static_cast<int>(ldb));
+#else
+  // Bottom row first, so every row still reads the rows above it unchanged.
+  for (int64_t i = m - 1; i > 0; --i) {
+    S* bi = b + i * ldb;
+    for (int64_t r = 0; r < i; ++r) {
+      const S lir = l[i * ldl + r];
+      const S* br = b + r * ldb;
+      for (int64_t j = 0; j < n; ++j) bi[j] += lir * br[j];
+    }
+  }
+#endif
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
 template void trsm_unit_lower<float>(int64_t, int64_t, const float*, int64_t, float*, int64_t);
 template void trsm_unit_lower<double>(int64_t, int64_t, const double*, int64_t, double*, int64_t);
+template void trmm_unit_lower<float>(int64_t, int64_t, const float*, int64_t, float*, int64_t);
+template void trmm_unit_lower<double>(int64_t, int64_t, const double*, int64_t, double*, int64_t);
 
 }  // namespace hybridlab::cpu

@@ -21,6 +21,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, S alpha, 
 template <class S>
 void trsm_unit_lower(int64_t m, int64_t n, const S* l, int64_t ldl, S* b, int64_t ldb);
 
+/// B ← L · B in place, L m×m unit lower triangular (diagonal taken as 1, upper part never read),
+/// B m×n, row-major: half the multiply-adds of a GEMM with L. S is float or double. Never throws.
+template <class S>
+void trmm_unit_lower(int64_t m, int64_t n, const S* l, int64_t ldl, S* b, int64_t ldb);
+
 /// While alive, OpenBLAS runs every call on the calling thread: the blocks of a fused kernel are
 /// too small to repay waking OpenBLAS's worker threads (measured: a third of the fused chunked
 /// Gated DeltaNet's time went to their spin-waits), and the kernel spreads its heads over

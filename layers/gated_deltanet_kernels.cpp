@@ -240,8 +240,9 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
     torch::Tensor y = torch::empty_like(xc);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "short_conv", [&] {
       for (int64_t b = 0; b < B; ++b) {
-        short_conv_any(xc.data_ptr<scalar_t>() + b * T * C, pc.data_ptr<scalar_t>() + b * (Kc - 1) * C,
-                       wt.data_ptr<scalar_t>(), y.data_ptr<scalar_t>() + b * T * C, T, C, Kc);
+        short_conv_any(xc.data_ptr<scalar_t>() + b * T * C,
+                       pc.data_ptr<scalar_t>() + b * (Kc - 1) * C, wt.data_ptr<scalar_t>(),
+                       y.data_ptr<scalar_t>() + b * T * C, T, C, Kc);
       }
     });
     const int64_t keep = std::min<int64_t>(T, Kc - 1);

@@ -56,8 +56,8 @@ torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& w,
   torch::Tensor out = torch::empty_like(xc);
   AT_DISPATCH_FLOATING_TYPES(dt, "fused_rms_norm", [&] {
     rms_norm_any(xc.data_ptr<scalar_t>(), sq.data_ptr<scalar_t>(), wc.data_ptr<scalar_t>(),
-                 gc.defined() ? gc.data_ptr<scalar_t>() : nullptr, out.data_ptr<scalar_t>(), R,
-                 D, eps);
+                 gc.defined() ? gc.data_ptr<scalar_t>() : nullptr, out.data_ptr<scalar_t>(), R, D,
+                 eps);
   });
   return out;
 }

@@ -1,7 +1,7 @@
 // select_blas_kernels: OpenBLAS runs kernels this CPU supports, and they compute correctly.
 
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include <set>
 #include <string>
@@ -49,7 +49,6 @@ TEST_CASE("BLAS kernels: sgemm, batched gemm and the triangular solve match doub
                                                       /*upper=*/false, /*left=*/true,
                                                       /*unitriangular=*/true)
                               .to(torch::kDouble);
-  const torch::Tensor back =
-      X + torch::bmm(L, X);  // (I + strictly-lower L) X
+  const torch::Tensor back = X + torch::bmm(L, X);  // (I + strictly-lower L) X
   CHECK((back - y).abs().max().item<double>() < 1e-3);
 }

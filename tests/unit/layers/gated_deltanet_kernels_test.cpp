@@ -141,9 +141,9 @@ TEST_CASE("chunked == recurrent across decay strengths (lambda 0.1, 10) and 4x G
   const double lambda = GENERATE(0.1, 10.0);
   Inputs in = make_inputs(1, 1, 4, 130, 8, 8, torch::kDouble, true, lambda, 11);
   auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0);
-  for (const auto& c : {chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 32),
-                        chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0,
-                                                     32)}) {
+  for (const auto& c :
+       {chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 32),
+        chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 32)}) {
     REQUIRE_TENSORS_CLOSE(c.o, r.o, 1e-10);
     REQUIRE_TENSORS_CLOSE(c.state, r.state, 1e-10);
   }
@@ -161,8 +161,7 @@ TEST_CASE("fused CPU chunk kernel == autograd tensor form == recurrent", "[gdn]"
                           static_cast<uint64_t>(T * 3 + C));
   const double scale = 0.25;
   const auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0);
-  const auto fused =
-      chunk_gated_delta_rule_cpu(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
+  const auto fused = chunk_gated_delta_rule_cpu(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   const auto tensor_form =
       chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   const double tol = fp64 ? 1e-10 : 1e-4;
@@ -188,6 +187,27 @@ TEST_CASE("fused CPU chunk kernel: strong decay and full reset stay finite and e
   REQUIRE(torch::isfinite(f.o).all().item<bool>());
   REQUIRE_TENSORS_CLOSE(f.o, r.o, 1e-4);
   REQUIRE_TENSORS_CLOSE(f.state, r.state, 1e-5);
+}
+
+TEST_CASE("fused CPU chunk kernel reads [B,T,H,D] layouts in place, 4x GVA, short last chunk",
+          "[gdn]") {
+  Inputs in = make_inputs(2, 2, 8, 150, 16, 24, torch::kDouble, true, 1.0, 77);
+  const auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0);
+  // The same values, stored token-major as the layer's projections are.
+  auto token_major = [](const torch::Tensor& x) {
+    return x.transpose(1, 2).contiguous().transpose(1, 2);
+  };
+  const auto f =
+      chunk_gated_delta_rule_cpu(token_major(in.q), token_major(in.k), token_major(in.v),
+                                 token_major(in.g), token_major(in.beta), 0.3, in.h0, 64);
+  REQUIRE_FALSE(token_major(in.q).is_contiguous());
+  REQUIRE_TENSORS_CLOSE(f.o, r.o, 1e-10);
+  REQUIRE_TENSORS_CLOSE(f.state, r.state, 1e-10);
+  REQUIRE(f.o.transpose(1, 2).is_contiguous());  // [B,T,H,V] in memory, for the output norm
+  // h0 is read, not written.
+  const torch::Tensor h0_before = in.h0.clone();
+  chunk_gated_delta_rule_cpu(in.q, in.k, in.v, in.g, in.beta, 0.3, in.h0, 64);
+  REQUIRE(torch::equal(in.h0, h0_before));
 }
 
 TEST_CASE("fused CPU chunk kernel refuses inputs that need gradients", "[gdn]") {
