@@ -63,6 +63,7 @@ struct SweepOptions {
   std::vector<int64_t> seeds;               ///< empty: one run with train.seed
   /// Partial assignments (dotted key -> value); a variant matching every entry of one is dropped.
   std::vector<std::vector<std::pair<std::string, YAML::Node>>> exclude;
+  std::vector<Location> exclude_where;  ///< where each exclude entry is written
   bool empty() const { return grid.empty() && zip.empty() && seeds.empty(); }
 };
 

@@ -20,7 +20,8 @@ struct RuntimeOptions {
 /// Reads `runtime:` (threads: auto|N, interop_threads, device: cpu|cuda[:N], seed).
 RuntimeOptions read_runtime_options(Section s);
 
-/// Applies threads (at::set_num_threads) and the seed. Call once, before any tensor work.
+/// Applies threads (at::set_num_threads, and the same count to OpenBLAS, whose own thread pool
+/// LibTorch does not size) and the seed. Call once, before any tensor work.
 /// Throws UserError when a CUDA device is asked for and none is available.
 void apply_runtime(const RuntimeOptions& opts);
 
@@ -61,6 +62,11 @@ BlasKernels select_blas_kernels();
 /// DeltaNet forward at T = 2048 went from 39 to 27 ms). Returns false where mallopt refused (or
 /// this is not glibc). Once per process; never throws.
 bool keep_freed_memory_in_heap();
+
+/// Sets OpenBLAS's thread count (openblas_set_num_threads) when the BLAS is OpenBLAS; returns
+/// false otherwise. LibTorch sizes MKL's threads but not OpenBLAS's, so without this a run with
+/// `threads: 1` (say, one of two sweep jobs) still runs every large matmul on all cores.
+bool set_blas_threads(int threads);
 
 /// Both of the above: the process-wide CPU settings every hybridlab program starts with (the CLI,
 /// the test and bench mains, apply_runtime). Call at startup, before tensor work on other threads.

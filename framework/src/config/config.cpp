@@ -68,6 +68,14 @@ Location mark_location(const std::string& file, const YAML::Mark& m) {
 // both silently and returns the first: see reference/cpp_conventions.md section 3).
 void index_node(const YAML::Node& node, const std::string& prefix, const std::string& file,
                 std::map<std::string, Location>& locations) {
+  if (node.IsSequence()) {  // list entries are located as <key>.<index>
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      const std::string path = join_path(prefix, std::to_string(i));
+      locations[path] = mark_location(file, node[i].Mark());
+      index_node(node[i], path, file, locations);
+    }
+    return;
+  }
   if (!node.IsMap()) return;
   std::set<std::string> seen;
   for (const auto& kv : node) {

@@ -140,7 +140,8 @@ SweepOptions read_sweep_options(Section s) {
     if (!ex.IsSequence())
       s.error("exclude", "expected a list of maps {dotted.key: value, ...}");
     else {
-      for (const auto& e : ex) {
+      for (std::size_t i = 0; i < ex.size(); ++i) {
+        const YAML::Node e = ex[i];
         if (!e.IsMap()) {
           s.error("exclude", "each entry must be a map {dotted.key: value, ...}");
           continue;
@@ -149,6 +150,7 @@ SweepOptions read_sweep_options(Section s) {
         for (const auto& kv : e)
           entry.emplace_back(kv.first.as<std::string>(), YAML::Clone(kv.second));
         o.exclude.push_back(entry);
+        o.exclude_where.push_back(s.location("exclude." + std::to_string(i)));
       }
     }
   }

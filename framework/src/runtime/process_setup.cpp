@@ -100,6 +100,14 @@ bool keep_freed_memory_in_heap() {
   return done;
 }
 
+bool set_blas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  const auto set = openblas_symbol<SetThreads>("openblas_set_num_threads");
+  if (!set || threads < 1) return false;
+  set(threads);
+  return true;
+}
+
 void prepare_process() {
   select_blas_kernels();
   keep_freed_memory_in_heap();

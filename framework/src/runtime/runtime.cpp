@@ -68,7 +68,9 @@ torch::Device runtime_device(const RuntimeOptions& opts) {
 void apply_runtime(const RuntimeOptions& opts) {
   runtime_device(opts);  // fail early on an absent GPU
   prepare_process();
-  at::set_num_threads(opts.threads > 0 ? opts.threads : hardware_threads());
+  const int threads = opts.threads > 0 ? opts.threads : hardware_threads();
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
   if (opts.interop_threads > 0) {
     // May only be set once per process and before inter-op work: ignore a repeated call.
     try {

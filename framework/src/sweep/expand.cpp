@@ -143,6 +143,7 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
   }
   std::vector<Variant> out;
   std::vector<size_t> idx(axes.size(), 0);
+  std::vector<bool> exclude_used(sweep.exclude.size(), false);
   while (true) {
     Variant v;
     for (size_t a = 0; a < axes.size(); ++a) {
@@ -154,13 +155,14 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
       }
     }
     bool excluded = false;
-    for (const auto& ex : sweep.exclude) {
-      bool all = !ex.empty();
-      for (const auto& [key, value] : ex) {
+    for (size_t e = 0; e < sweep.exclude.size(); ++e) {
+      bool all = !sweep.exclude[e].empty();
+      for (const auto& [key, value] : sweep.exclude[e]) {
         bool hit = false;
         for (const auto& [k, val] : v.assignments) hit |= k == key && same_value(val, value);
         all &= hit;
       }
+      exclude_used[e] = exclude_used[e] || all;
       excluded |= all;
     }
     if (!excluded) {
@@ -186,6 +188,23 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
                       v.name));
     }
   }
+  // An entry that drops nothing is a typo in a key or a value: say so rather than run variants the
+  // user meant to leave out.
+  std::string unused;
+  for (size_t e = 0; e < sweep.exclude.size(); ++e) {
+    if (exclude_used[e]) continue;
+    std::string entry;
+    for (const auto& [key, value] : sweep.exclude[e]) {
+      entry += (entry.empty() ? "" : ", ") + key + ": " + value_label(value);
+    }
+    const std::string where =
+        e < sweep.exclude_where.size() ? sweep.exclude_where[e].str() + ": " : "";
+    unused += fmt::format(
+        "{}{}sweep.exclude[{}]: {{{}}} matches no variant; each key must be "
+        "a swept key and each value one of its values",
+        unused.empty() ? "" : "\n", where, e, entry);
+  }
+  if (!unused.empty()) throw ConfigError(unused);
   if (out.empty()) throw ConfigError("sweep: `exclude` drops every variant; nothing to run");
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <set>
 
 #include "hybridlab/experiment.h"
@@ -76,6 +78,32 @@ TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelle
   REQUIRE(names(vs) == std::vector<std::string>{"task-mqar_d_model-16_n_heads-2",
                                                 "task-mqar_d_model-32_n_heads-4",
                                                 "task-copy_d_model-16_n_heads-2"});
+}
+
+TEST_CASE("sweep: an exclude entry that matches no variant is an error naming it", "[job][sweep]") {
+  std::string msg;
+  try {
+    const Experiment e = read(
+        "sweep:\n"
+        "  grid:\n"
+        "    model.layers: [GA, AA]\n"
+        "  exclude:\n"
+        "    - {model.layers: AA}\n"
+        "    - {model.layer: GA}\n"     // typo in the key
+        "    - {model.layers: GG}\n");  // a value not on the axis
+    expand_sweep(e.sweep);
+  } catch (const hybridlab::ConfigError& err) {
+    msg = err.what();
+  }
+  CHECK_THAT(msg,
+             Catch::Matchers::Contains("sweep.exclude[1]: {model.layer: GA} matches no variant"));
+  CHECK_THAT(msg, Catch::Matchers::Contains("sweep.exclude[2]: {model.layers: GG}"));
+  CHECK_THAT(msg, !Catch::Matchers::Contains("exclude[0]"));
+  // The location of the entry: exp.yaml, the line of `- {model.layer: GA}`.
+  const std::string yaml = jobtest::tiny_experiment(
+      "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}", "sweep:\n  grid:\n");
+  const int line = 1 + static_cast<int>(std::count(yaml.begin(), yaml.end(), '\n')) + 2;
+  CHECK_THAT(msg, Catch::Matchers::Contains("exp.yaml:" + std::to_string(line + 1) + ":"));
 }
 
 TEST_CASE("sweep: names disambiguate equal last key components", "[job][sweep]") {
