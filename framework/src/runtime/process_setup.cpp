@@ -30,13 +30,15 @@ int kernel_tier(const std::string& core) {
 
 // The best OpenBLAS kernel set this CPU can run, by the instructions it reports.
 const char* wanted_kernels() {
+#if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
     return "SkylakeX";
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-  return nullptr;
+#endif
+  return nullptr;  // other architectures: OpenBLAS's own choice stands
 }
 
 template <class Fn>
