@@ -91,7 +91,6 @@ void BM_Summary(benchmark::State& state) {
   torch::manual_seed(0);
   GatedDeltaNet chunk(options("chunk"), 256), rec(options("recurrent"), 256);
   std::vector<TimedCase> cases;
-  std::vector<torch::Tensor> keep;  // inputs live as long as the cases
   for (int64_t T : {512, 2048, 8192}) {
     const std::string s = std::to_string(T);
     const torch::Tensor x = torch::randn({1, T, 256}), pos = torch::arange(T);
@@ -102,7 +101,6 @@ void BM_Summary(benchmark::State& state) {
     const torch::Tensor v = torch::randn({1, 4, T, 128});
     const torch::Tensor g = torch::log_sigmoid(torch::randn({1, 4, T}));
     const torch::Tensor beta = torch::sigmoid(torch::randn({1, 4, T}));
-    keep.insert(keep.end(), {x, pos, q, k, v, g, beta});
     cases.push_back({"chunk/" + s, [&chunk, x, pos] { chunk.forward(x, pos, nullptr); }});
     cases.push_back({"recurrent/" + s, [&rec, x, pos] { rec.forward(x, pos, nullptr); }});
     cases.push_back({"kchunk/" + s, [=] {

@@ -1,7 +1,5 @@
 #include "layers/cpu_blas.h"
 
-#include <dlfcn.h>
-
 #if !defined(HYBRIDLAB_HAVE_CBLAS)
 #include <torch/torch.h>
 #endif
@@ -61,36 +59,6 @@ torch::Tensor wrap(const S* p, int64_t rows, int64_t cols, int64_t ld) {
 }
 #endif
 }  // namespace
-
-namespace {
-using GetThreads = int (*)();
-using SetThreads = void (*)(int);
-// OpenBLAS's own thread control, looked up at run time: absent from other BLAS libraries.
-GetThreads openblas_get() {
-  static const auto f =
-      reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return f;
-}
-SetThreads openblas_set() {
-  static const auto f =
-      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  return f;
-}
-}  // namespace
-
-SingleThreadedBlas::SingleThreadedBlas() {
-  if (openblas_get() && openblas_set()) {
-    const int n = openblas_get()();
-    if (n > 1) {
-      openblas_set()(1);
-      previous_ = n;
-    }
-  }
-}
-
-SingleThreadedBlas::~SingleThreadedBlas() {
-  if (previous_ > 0) openblas_set()(previous_);
-}
 
 bool have_cblas() {
 #if defined(HYBRIDLAB_HAVE_CBLAS)

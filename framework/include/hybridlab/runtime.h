@@ -68,6 +68,9 @@ bool keep_freed_memory_in_heap();
 /// `threads: 1` (say, one of two sweep jobs) still runs every large matmul on all cores.
 bool set_blas_threads(int threads);
 
+/// OpenBLAS's current thread count; 0 when the BLAS is not OpenBLAS.
+int blas_threads();
+
 /// Both of the above: the process-wide CPU settings every hybridlab program starts with (the CLI,
 /// the test and bench mains, apply_runtime). Call at startup, before tensor work on other threads.
 void prepare_process();

@@ -104,10 +104,16 @@ bool keep_freed_memory_in_heap() {
 
 bool set_blas_threads(int threads) {
   using SetThreads = void (*)(int);
-  const auto set = openblas_symbol<SetThreads>("openblas_set_num_threads");
+  static const auto set = openblas_symbol<SetThreads>("openblas_set_num_threads");
   if (!set || threads < 1) return false;
   set(threads);
   return true;
+}
+
+int blas_threads() {
+  using GetThreads = int (*)();
+  static const auto get = openblas_symbol<GetThreads>("openblas_get_num_threads");
+  return get ? get() : 0;
 }
 
 void prepare_process() {
