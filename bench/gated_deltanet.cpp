@@ -7,6 +7,10 @@
 // layer and for the kernels alone (the evaluation kernel, chunk_gated_delta_rule_cpu, and the
 // autograd tensor form that training runs); linearity time(8192)/time(2048); the chunked layer's
 // GFLOP/s as a fraction of sgemm GFLOP/s.
+// BM_TrainSummary (also interleaved rounds, best call) times the kernels' training work, forward
+// and backward of q, k, v, g, β and h0 (one autograd::grad call), at the same T and shapes: the
+// fused CPU forward+backward (chunk_gated_delta_rule_fused) against the autograd tensor form
+// (chunk_gated_delta_rule_torch), as the ratio fused_train_speedup_T<T>.
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -137,6 +141,41 @@ void BM_Summary(benchmark::State& state) {
   state.counters["chunk_fraction_of_sgemm"] = chunk_gflops / sgemm_gflops;
 }
 
+void BM_TrainSummary(benchmark::State& state) {
+  torch::manual_seed(0);
+  std::vector<TimedCase> cases;
+  for (int64_t T : {512, 2048, 8192}) {
+    const std::string s = std::to_string(T);
+    // Kernel inputs with the layer's shapes (4 heads, d_k 64, d_v 128) and an initial state, all
+    // requiring grad; fixed output gradients.
+    auto leaf = [](torch::Tensor t) { return t.requires_grad_(true); };
+    const torch::Tensor q = leaf(hybridlab::l2_normalize(torch::randn({1, 4, T, 64})));
+    const torch::Tensor k = leaf(hybridlab::l2_normalize(torch::randn({1, 4, T, 64})));
+    const torch::Tensor v = leaf(torch::randn({1, 4, T, 128}));
+    const torch::Tensor g = leaf(torch::log_sigmoid(torch::randn({1, 4, T})));
+    const torch::Tensor beta = leaf(torch::sigmoid(torch::randn({1, 4, T})));
+    const torch::Tensor h0 = leaf(torch::randn({1, 4, 64, 128}));
+    const torch::Tensor d_o = torch::randn({1, 4, T, 128}), d_h = torch::randn({1, 4, 64, 128});
+    auto train = [=](bool fused) {
+      const auto r = fused ? hybridlab::chunk_gated_delta_rule_fused(q, k, v, g, beta, 0.125, h0)
+                           : hybridlab::chunk_gated_delta_rule_torch(q, k, v, g, beta, 0.125, h0);
+      torch::autograd::grad({r.o, r.state}, {q, k, v, g, beta, h0}, {d_o, d_h});
+    };
+    cases.push_back({"fused/" + s, [=] { train(true); }});
+    cases.push_back({"tensor/" + s, [=] { train(false); }});
+  }
+  time_in_rounds(cases, 5);
+  std::map<std::string, double> t;
+  for (const auto& c : cases) t[c.name] = c.best;
+  for (auto _ : state) benchmark::DoNotOptimize(t.size());
+  for (int64_t T : {512, 2048, 8192}) {
+    const std::string s = std::to_string(T);
+    state.counters["fused_train_speedup_T" + s] = t["tensor/" + s] / t["fused/" + s];
+    state.counters["fused_train_ms_T" + s] = 1e3 * t["fused/" + s];
+    state.counters["tensor_train_ms_T" + s] = 1e3 * t["tensor/" + s];
+  }
+}
+
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_GdnForward, chunk, std::string("chunk"))
@@ -151,3 +190,4 @@ BENCHMARK_CAPTURE(BM_GdnForward, recurrent, std::string("recurrent"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Summary)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainSummary)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -4,13 +4,29 @@
 // checkpoint at the end). Target: outside share < 15%.
 //
 //   build/bin/bench_train_step            (counters: tokens_per_s, outside_share)
+//
+// BM_TrainStepS and BM_TrainStepM train two fixed models on synthetic text through the same
+// trainer, once with the fused CPU kernels and once with `gated_deltanet.fused_kernels: false`
+// (the LibTorch tensor form), in interleaved rounds keeping each side's best run:
+//   S: d_model 64, GGGA, 2 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 1, SwiGLU 192,
+//      batch 8 × 128
+//   M: d_model 128, GGGA × 2, 4 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 2, SwiGLU 512,
+//      batch 8 × 512
+// Counters: tokens_per_s and GFLOP_per_s of both (training FLOPs = 3 × the model summary's forward
+// FLOPs per token), the fused one's fraction of this machine's sgemm GFLOP/s measured in the same
+// run with the same threads, and fused_over_unfused (the speed ratio). Threads:
+// HYBRIDLAB_BENCH_THREADS (default 1).
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
@@ -86,7 +102,94 @@ void BM_TrainStepMqar(benchmark::State& state) {
   run(state, "{name: mqar, seq_len: 128, vocab_size: 64, num_kv_pairs: 4}");
 }
 
+struct StepConfig {
+  std::string model;  // the model: section
+  int64_t seq_len;
+  int64_t steps;  // per timed run (after one warm-up step's worth of runs)
+};
+
+const StepConfig kConfigS{
+    "{d_model: 64, vocab_size: 256, layers: GGGA,\n"
+    "        attention: {n_heads: 2, position: {scheme: rope}},\n"
+    "        gated_deltanet: {n_heads: 2, head_dim: 32, expand_v: 1, chunk_size: 64}}",
+    128, 12};
+const StepConfig kConfigM{
+    "{d_model: 128, vocab_size: 256, layers: {pattern: GGGA, repeat: 2},\n"
+    "        attention: {n_heads: 4, position: {scheme: rope}}, mlp: {intermediate_size: 512},\n"
+    "        gated_deltanet: {n_heads: 4, head_dim: 32, expand_v: 2, chunk_size: 64}}",
+    512, 4};
+
+// One training run of `steps` steps; returns {tokens/s, forward FLOPs per token}.
+std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::path& corpus,
+                                     int round) {
+  std::string model = c.model;  // the unfused run: the Gated DeltaNet layers' reference form
+  if (!fused) model.insert(model.rfind("chunk_size"), "fused_kernels: false, ");
+  const std::string yaml = "model: " + model +
+                           "\ntask: {name: text, seq_len: " + std::to_string(c.seq_len) +
+                           ", path: '" + corpus.string() +
+                           "'}\n"
+                           "train: {steps: " +
+                           std::to_string(c.steps) +
+                           ", batch_size: 8, lr: 0.002, warmup_steps: 1, checkpoint_every: 0, "
+                           "log_every: 1000}\n"
+                           "eval: {lengths: [" +
+                           std::to_string(c.seq_len) +
+                           "]}\n"
+                           "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+  const Experiment exp = read_experiment(Config::parse(yaml, "bench.yaml"));
+  auto host = make_plugin_host(exp.config);
+  exp.task->prepare({c.seq_len});
+  auto m = build_model(*exp.model, *host, model_build_context(exp));
+  const fs::path dir =
+      fs::temp_directory_path() / ("hybridlab_bench_step_" + std::to_string(::getpid()) + "_" +
+                                   std::to_string(round) + (fused ? "f" : "u"));
+  TrainerHooks quiet;
+  quiet.quiet = true;
+  const TrainSummary s = train(*m, *exp.task, exp, dir.string(), quiet);
+  fs::remove_all(dir);
+  return {s.tokens_per_s, m->summary(c.seq_len).flops_per_token};
+}
+
+void run_fused_vs_unfused(benchmark::State& state, const StepConfig& c) {
+  const fs::path corpus = make_corpus();
+  // This machine's sgemm rate, same threads, best of several calls.
+  const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  double sgemm_s = 1e30;
+  double fused_tps = 0, unfused_tps = 0, flops = 0;
+  int round = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      torch::mm(a, b);
+      sgemm_s = std::min(
+          sgemm_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const auto f = train_once(c, true, corpus, round);
+    const auto u = train_once(c, false, corpus, round);
+    ++round;
+    fused_tps = std::max(fused_tps, f.first);
+    unfused_tps = std::max(unfused_tps, u.first);
+    flops = f.second;
+  }
+  fs::remove_all(corpus);
+  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / sgemm_s / 1e9;
+  const double fused_gflops = 3 * flops * fused_tps / 1e9;
+  state.counters["fused_tokens_per_s"] = fused_tps;
+  state.counters["unfused_tokens_per_s"] = unfused_tps;
+  state.counters["fused_over_unfused"] = fused_tps / unfused_tps;
+  state.counters["fused_GFLOP_per_s"] = fused_gflops;
+  state.counters["unfused_GFLOP_per_s"] = 3 * flops * unfused_tps / 1e9;
+  state.counters["sgemm_GFLOP_per_s"] = sgemm_gflops;
+  state.counters["fused_fraction_of_sgemm"] = fused_gflops / sgemm_gflops;
+  state.counters["train_MFLOP_per_token"] = 3 * flops / 1e6;
+}
+
+void BM_TrainStepS(benchmark::State& state) { run_fused_vs_unfused(state, kConfigS); }
+void BM_TrainStepM(benchmark::State& state) { run_fused_vs_unfused(state, kConfigM); }
+
 }  // namespace
 
 BENCHMARK(BM_TrainStepText)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_TrainStepMqar)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_TrainStepS)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_TrainStepM)->Unit(benchmark::kMillisecond)->Iterations(3);

@@ -20,6 +20,7 @@ GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
   o.chunk_size = s.get<int64_t>("chunk_size", o.chunk_size);
   o.mode = s.get<std::string>("mode", o.mode);
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
+  o.fused_kernels = s.get<bool>("fused_kernels", o.fused_kernels);
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");
   s.check(o.n_v_heads >= 0, "n_v_heads", "must be >= 0 (0 = n_heads)");
@@ -129,9 +130,9 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
   const bool recurrent = opts_.mode == "recurrent" || (cache && T == 1);
-  GatedDeltaResult r = recurrent
-                           ? recurrent_gated_delta_rule(q, k, v, g, beta, scale, h0)
-                           : chunk_gated_delta_rule(q, k, v, g, beta, scale, h0, opts_.chunk_size);
+  GatedDeltaResult r = recurrent ? recurrent_gated_delta_rule(q, k, v, g, beta, scale, h0)
+                                 : chunk_gated_delta_rule(q, k, v, g, beta, scale, h0,
+                                                          opts_.chunk_size, opts_.fused_kernels);
   if (cache) cache->state = r.state;
   const torch::Tensor z = g_proj(x).view({B, T, n_v_heads_, v_dim_});
   const torch::Tensor o = o_norm->forward(r.o.transpose(1, 2), z);  // [B,T,Hv,dv]

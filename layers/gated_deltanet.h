@@ -31,6 +31,9 @@ struct GatedDeltaNetOptions {
   int64_t chunk_size = 64;     ///< chunk length of the chunkwise-parallel kernel
   std::string mode = "chunk";  ///< kernel for whole sequences: "chunk" or "recurrent" (oracle)
   double norm_eps = 1e-5;      ///< eps of the gated output RMSNorm (fla, NVlabs)
+  /// Fused CPU kernels for the chunked rule (chunk_gated_delta_rule's `fused`, forward and
+  /// backward); false runs the LibTorch tensor form everywhere, the reference path.
+  bool fused_kernels = true;
 };
 
 /// Reads a Gated DeltaNet options map; `base` as for read_attention_options. Records problems:

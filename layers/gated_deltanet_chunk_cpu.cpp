@@ -10,34 +10,28 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "layers/cpu_blas.h"
 #include "layers/cpu_vector.h"
+#include "layers/gated_deltanet_chunk_cpu.h"
 #include "layers/gated_deltanet_kernels.h"
 
 namespace hybridlab {
 
 namespace {
 
-// Values below the smallest normal number are set to 0: decays that small contribute nothing,
-// and denormal operands slow every later multiply-add many times over.
-template <class S>
-S flush(S x) {
-  return x < std::numeric_limits<S>::min() ? S(0) : x;
-}
-
 // One (batch, value head)'s inputs and outputs. Row t of q, k, v, o starts at t·ld (elements
 // within a row are contiguous); g and beta step by sg per token. q and k belong to the key head
 // this value head reads. h [K, V] contiguous: read as the initial state, overwritten with the
-// final one.
+// final one. When not null, hs [N,K,V] receives the state entering each chunk and vn [T,V] the
+// pseudo-values (what the backward needs).
 template <class S>
 struct HeadView {
   const S *q, *k, *v, *g, *beta;
   S *o, *h;
   int64_t ldq, ldk, ldv, ldo, sg, sb;
+  S *hs = nullptr, *vn = nullptr;
 };
 
 // One worker's scratch for one chunk; reused across chunks and heads.
@@ -82,26 +76,14 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadView<S>& x, 
     const S* vn = x.v + t0 * x.ldv;
     S* on = x.o + t0 * x.ldo;
 
-    // α_i, β_i, e^{Γ_i} = Π_{s≤i} α_s and e^{Γ_n − Γ_i} = Π_{s>i} α_s (Γ: chunk-local cumulative
-    // log decay). Every decay is a product of the α's, as in the recurrent form, never a ratio.
-    for (int64_t i = 0; i < n; ++i) {
-      w.alpha[i] = std::exp(x.g[(t0 + i) * x.sg]);
-      w.b[i] = x.beta[(t0 + i) * x.sb];
-    }
-    w.eg[0] = w.alpha[0];
-    for (int64_t i = 1; i < n; ++i) w.eg[i] = flush(w.eg[i - 1] * w.alpha[i]);
-    w.to_end[n - 1] = 1;
-    for (int64_t i = n - 2; i >= 0; --i) w.to_end[i] = flush(w.to_end[i + 1] * w.alpha[i + 1]);
+    // α_i, β_i, e^{Γ_i}, e^{Γ_n − Γ_i} and D_ij = e^{Γ_i − Γ_j} (Γ: chunk-local cumulative log
+    // decay), every one a product of the α's.
+    const S* gn = x.g + t0 * x.sg;
+    const S* betan = x.beta + t0 * x.sb;
+    detail::chunk_decays(gn, x.sg, betan, x.sb, n, C, w.alpha.data(), w.b.data(), w.eg.data(),
+                         w.to_end.data(), D);
     const S chunk_decay = w.eg[n - 1];
-    // D_ij = Π_{j<s≤i} α_s, row by row: D_i,: = α_i D_{i−1},: (j < i), D_ii = 1.
-    D[0] = 1;
-    for (int64_t i = 1; i < n; ++i) {
-      const S a = w.alpha[i];
-      const S* prev = D + (i - 1) * C;
-      S* Di = D + i * C;
-      for (int64_t j = 0; j < i; ++j) Di[j] = flush(a * prev[j]);
-      Di[i] = 1;
-    }
+    if (x.hs) std::copy(h, h + K * V, x.hs + (t0 / C) * K * V);
     for (int64_t i = 0; i < n; ++i) {
       const S* ki = kn + i * x.ldk;
       const S t = w.to_end[i];
@@ -135,6 +117,7 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadView<S>& x, 
     cpu::trsm_unit_lower<S>(n, n, A, C, Tinv, C);
     cpu::trmm_unit_lower<S>(n, V, Tinv, C, U, V);  // U ← T U = v_new
     S* VN = U;
+    if (x.vn) std::copy(VN, VN + n * V, x.vn + t0 * V);
 
     // o = diag(e^Γ) s·Q h + (s·Q Kᵀ ⊙ D) v_new.
     for (int64_t i = 0; i < n; ++i) {
@@ -171,6 +154,66 @@ torch::Tensor rows_unit_stride(const torch::Tensor& x, torch::ScalarType dt) {
 
 }  // namespace
 
+namespace detail {
+
+ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                              const torch::Tensor& v_in, const torch::Tensor& g_in,
+                                              const torch::Tensor& beta_in, double scale,
+                                              const torch::Tensor& h0, int64_t chunk_size,
+                                              bool save) {
+  const auto dt = v_in.scalar_type();
+  const int64_t B = q_in.size(0), Hk = q_in.size(1), T = q_in.size(2), K = q_in.size(3);
+  const int64_t H = v_in.size(1), V = v_in.size(3), C = chunk_size, N = (T + C - 1) / C;
+  const auto opts = v_in.options();
+  ChunkCpuForward r;
+  r.state = h0.defined() ? h0.to(dt).clone(at::MemoryFormat::Contiguous)
+                         : torch::zeros({B, H, K, V}, opts);
+  if (save) {
+    r.h_in = torch::empty({B, H, N, K, V}, opts);
+    r.v_new = torch::empty({B, H, T, V}, opts);
+  }
+  r.o = torch::empty({B, T, H, V}, opts);
+  if (T == 0) return r;
+  const torch::Tensor q = rows_unit_stride(q_in, dt), k = rows_unit_stride(k_in, dt);
+  const torch::Tensor v = rows_unit_stride(v_in, dt);
+  const torch::Tensor g = g_in.to(dt), beta = beta_in.to(dt);
+  torch::Tensor& o = r.o;
+  torch::Tensor& h = r.state;
+
+  AT_DISPATCH_FLOATING_TYPES(dt, "chunk_gated_delta_rule_cpu", [&] {
+    // Heads are independent: one worker per range of (batch, value head) pairs, each calling
+    // BLAS on its own thread.
+    const cpu::SingleThreadedBlas single_threaded_blas;
+    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+      ChunkScratch<scalar_t> scratch(C, K, V);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / H, j = bh % H, kh = j / (H / Hk);  // value head j reads key head kh
+        HeadView<scalar_t> x{q.data_ptr<scalar_t>() + b * q.stride(0) + kh * q.stride(1),
+                             k.data_ptr<scalar_t>() + b * k.stride(0) + kh * k.stride(1),
+                             v.data_ptr<scalar_t>() + b * v.stride(0) + j * v.stride(1),
+                             g.data_ptr<scalar_t>() + b * g.stride(0) + j * g.stride(1),
+                             beta.data_ptr<scalar_t>() + b * beta.stride(0) + j * beta.stride(1),
+                             o.data_ptr<scalar_t>() + b * o.stride(0) + j * o.stride(2),
+                             h.data_ptr<scalar_t>() + bh * K * V,
+                             q.stride(2),
+                             k.stride(2),
+                             v.stride(2),
+                             o.stride(1),
+                             g.stride(2),
+                             beta.stride(2)};
+        if (save) {
+          x.hs = r.h_in.data_ptr<scalar_t>() + bh * N * K * V;
+          x.vn = r.v_new.data_ptr<scalar_t>() + bh * T * V;
+        }
+        chunk_one_head_any(x, T, C, K, V, static_cast<scalar_t>(scale), scratch);
+      }
+    });
+  });
+  return r;
+}
+
+}  // namespace detail
+
 GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in,
                                             const torch::Tensor& v_in, const torch::Tensor& g_in,
                                             const torch::Tensor& beta_in, double scale,
@@ -183,46 +226,10 @@ GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q_in, const tor
   TORCH_CHECK(!cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0}),
               "chunk_gated_delta_rule_cpu: forward only (no autograd); use "
               "chunk_gated_delta_rule when gradients are needed");
-  const GatedDeltaShapes s =
-      check_gated_delta_shapes("chunk_gated_delta_rule_cpu", q_in, k_in, v_in, g_in, beta_in, h0);
-  const auto dt = v_in.scalar_type();
-  const int64_t B = s.B, H = s.Hv, Hk = s.Hk, T = s.T, K = s.K, V = s.V, C = chunk_size;
-  const auto opts = v_in.options();
-  torch::Tensor h = h0.defined() ? h0.to(dt).clone(at::MemoryFormat::Contiguous)
-                                 : torch::zeros({B, H, K, V}, opts);
-  if (T == 0) return {torch::zeros({B, H, 0, V}, opts), h};
-  const torch::Tensor q = rows_unit_stride(q_in, dt), k = rows_unit_stride(k_in, dt);
-  const torch::Tensor v = rows_unit_stride(v_in, dt);
-  const torch::Tensor g = g_in.to(dt), beta = beta_in.to(dt);
-  torch::Tensor o = torch::empty({B, T, H, V}, opts);  // returned as the [B,H,T,V] view
-
-  AT_DISPATCH_FLOATING_TYPES(dt, "chunk_gated_delta_rule_cpu", [&] {
-    // Heads are independent: one worker per range of (batch, value head) pairs, each calling
-    // BLAS on its own thread.
-    const cpu::SingleThreadedBlas single_threaded_blas;
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-      ChunkScratch<scalar_t> scratch(C, K, V);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / H, j = bh % H, kh = j / (H / Hk);  // value head j reads key head kh
-        const HeadView<scalar_t> x{
-            q.data_ptr<scalar_t>() + b * q.stride(0) + kh * q.stride(1),
-            k.data_ptr<scalar_t>() + b * k.stride(0) + kh * k.stride(1),
-            v.data_ptr<scalar_t>() + b * v.stride(0) + j * v.stride(1),
-            g.data_ptr<scalar_t>() + b * g.stride(0) + j * g.stride(1),
-            beta.data_ptr<scalar_t>() + b * beta.stride(0) + j * beta.stride(1),
-            o.data_ptr<scalar_t>() + b * o.stride(0) + j * o.stride(2),
-            h.data_ptr<scalar_t>() + bh * K * V,
-            q.stride(2),
-            k.stride(2),
-            v.stride(2),
-            o.stride(1),
-            g.stride(2),
-            beta.stride(2)};
-        chunk_one_head_any(x, T, C, K, V, static_cast<scalar_t>(scale), scratch);
-      }
-    });
-  });
-  return {o.transpose(1, 2), h};
+  check_gated_delta_shapes("chunk_gated_delta_rule_cpu", q_in, k_in, v_in, g_in, beta_in, h0);
+  detail::ChunkCpuForward r = detail::chunk_gated_delta_forward_cpu(
+      q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size, /*save=*/false);
+  return {r.o.transpose(1, 2), r.state};
 }
 
 }  // namespace hybridlab

@@ -79,9 +79,11 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q_in, const tor
 GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::Tensor& k_in,
                                         const torch::Tensor& v_in, const torch::Tensor& g_in,
                                         const torch::Tensor& beta_in, double scale,
-                                        const torch::Tensor& h0, int64_t chunk_size) {
-  if (!cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0}) &&
-      cpu::cpu_floating({q_in, k_in, v_in, g_in, beta_in, h0})) {
+                                        const torch::Tensor& h0, int64_t chunk_size, bool fused) {
+  if (fused && cpu::cpu_floating({q_in, k_in, v_in, g_in, beta_in, h0})) {
+    if (cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0})) {
+      return chunk_gated_delta_rule_fused(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
+    }
     return chunk_gated_delta_rule_cpu(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
   }
   return chunk_gated_delta_rule_torch(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);

@@ -8,9 +8,9 @@
 //
 // Shapes: q, k [B,Hk,T,d_k]; v [B,Hv,T,d_v] with Hv a multiple of Hk (value head j reads key head
 // j / (Hv/Hk), as fla's `i_h // (HV // H)`); g (log decay, ≤ 0) and beta [B,Hv,T]; h0
-// [B,Hv,d_k,d_v] or undefined (zeros). Both kernels compute in fp32 (fp64 for fp64 inputs) and
-// return o in the dtype of v and the final state in the compute dtype. Both are differentiable
-// (autograd).
+// [B,Hv,d_k,d_v] or undefined (zeros). The kernels compute in fp32 (fp64 for fp64 inputs) and
+// return o in the dtype of v and the final state in the compute dtype. All but
+// chunk_gated_delta_rule_cpu are differentiable (autograd).
 
 #include <torch/types.h>
 
@@ -43,13 +43,16 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch:
                                             const torch::Tensor& h0 = {});
 
 /// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1),
-/// the entry point layers call: runs chunk_gated_delta_rule_cpu (fast, forward only) when no
-/// gradient is needed and the tensors are fp32/fp64 on the CPU, chunk_gated_delta_rule_torch
-/// (differentiable) otherwise. Same results to rounding. chunk_size > 0.
+/// the entry point layers call. For fp32/fp64 CPU tensors with `fused` set it runs the fused
+/// kernels: chunk_gated_delta_rule_cpu (forward only) when no gradient is needed,
+/// chunk_gated_delta_rule_fused (fused forward and backward) when one is. Otherwise (other
+/// devices or dtypes, or fused = false: the reference path) chunk_gated_delta_rule_torch,
+/// differentiated by autograd. Same results to rounding. chunk_size > 0.
 GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& g,
                                         const torch::Tensor& beta, double scale,
-                                        const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
+                                        const torch::Tensor& h0 = {}, int64_t chunk_size = 64,
+                                        bool fused = true);
 
 /// The chunked form in LibTorch ops, differentiable by autograd, on any device (the training
 /// path): chunk-local cumulative log decay Γ, the strictly-lower gated Gram matrix
@@ -75,6 +78,26 @@ GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q, const torch:
                                             const torch::Tensor& v, const torch::Tensor& g,
                                             const torch::Tensor& beta, double scale,
                                             const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
+
+/// The chunked form for training on the CPU: a torch::autograd::Function whose forward is
+/// chunk_gated_delta_rule_cpu's kernel, keeping the state entering each chunk ([B,Hv,T/C,K,V])
+/// and the pseudo-values v_new = U − W h ([B,Hv,T,V]), and whose backward is one reverse pass over
+/// the chunks of each (batch, value head) on the same cache-resident blocks and CBLAS calls: dh
+/// flows back chunk by chunk, and each chunk's gradients of q, k, v, g, β (and finally h0) come
+/// through the WY/UT representation with T = (I+A)⁻¹ recomputed (derivation at the top of
+/// gated_deltanet_chunk_cpu_backward.cpp; fla-org/flash-linear-attention@bc3b101d
+/// chunk_delta_h.py, chunk_o.py, wy_fast.py compute the same on GPU). The log-decay gradient is
+/// summed per token without cancellation, so it stays accurate under strong decay. dq and dk of a
+/// key head sum the contributions of its Hv/Hk value heads. Gradients flow into o and the final
+/// state. Heads × batch run in parallel over the intra-op threads, BLAS single-threaded inside.
+/// Once differentiable (backward with create_graph throws). Same arguments and result as
+/// chunk_gated_delta_rule. Throws c10::Error for non-CPU or non-fp32/fp64 tensors, bad shapes or
+/// chunk_size <= 0.
+GatedDeltaResult chunk_gated_delta_rule_fused(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, const torch::Tensor& g,
+                                              const torch::Tensor& beta, double scale,
+                                              const torch::Tensor& h0 = {},
+                                              int64_t chunk_size = 64);
 
 /// Lowest log decay the gate returns (α = e^g is exactly 0 below it in fp32 and fp64 alike).
 constexpr double kMinLogDecay = -1e4;

@@ -149,8 +149,10 @@ TEST_CASE("chunked == recurrent across decay strengths (lambda 0.1, 10) and 4x G
   }
 }
 
-// chunk_gated_delta_rule runs the fused CPU kernel when no gradient is needed and the autograd
-// tensor form otherwise: both are checked here against the recurrent oracle, and each other.
+// chunk_gated_delta_rule runs the fused CPU kernels (forward only without grad, the fused
+// autograd Function with it) unless switched off, the autograd tensor form then: the forward
+// kernel and the tensor form are checked here against the recurrent oracle and each other (the
+// fused backward in gated_deltanet_fused_grad_test.cpp).
 TEST_CASE("fused CPU chunk kernel == autograd tensor form == recurrent", "[gdn]") {
   const int64_t T = GENERATE(1, 63, 64, 65, 500);
   const int64_t C = GENERATE(16, 64);
@@ -169,13 +171,18 @@ TEST_CASE("fused CPU chunk kernel == autograd tensor form == recurrent", "[gdn]"
   REQUIRE_TENSORS_CLOSE(fused.state, r.state, tol);
   REQUIRE_TENSORS_CLOSE(fused.o, tensor_form.o, tol);
   REQUIRE_TENSORS_CLOSE(fused.state, tensor_form.state, tol);
-  // The entry point: the fused kernel without grad, the tensor form when an input requires it.
+  // The entry point: the fused forward kernel with and without grad, the tensor form when the
+  // fused kernels are switched off.
   const auto dispatched = chunk_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, C);
   REQUIRE(torch::equal(dispatched.o, fused.o));
   const torch::Tensor vg = in.v.clone().requires_grad_(true);
   const auto with_grad = chunk_gated_delta_rule(in.q, in.k, vg, in.g, in.beta, scale, in.h0, C);
   REQUIRE(with_grad.o.requires_grad());
-  REQUIRE(torch::equal(with_grad.o.detach(), tensor_form.o));
+  REQUIRE(torch::equal(with_grad.o.detach(), fused.o));
+  const auto unfused =
+      chunk_gated_delta_rule(in.q, in.k, vg, in.g, in.beta, scale, in.h0, C, /*fused=*/false);
+  REQUIRE(unfused.o.requires_grad());
+  REQUIRE(torch::equal(unfused.o.detach(), tensor_form.o));
 }
 
 TEST_CASE("fused CPU chunk kernel: strong decay and full reset stay finite and exact", "[gdn]") {
@@ -230,8 +237,11 @@ TEST_CASE("gradients of the chunked and recurrent forms agree (fp32, incl. stron
     for (auto& x : xs) x.requires_grad_(true);
     auto res = chunked ? chunk_gated_delta_rule(xs[0], xs[1], xs[2], xs[3], xs[4], 0.35, xs[5], 16)
                        : recurrent_gated_delta_rule(xs[0], xs[1], xs[2], xs[3], xs[4], 0.35, xs[5]);
+    // randn with sizes, not randn_like: the weights must not depend on the output's memory layout
+    // (the fused kernel returns o as a token-major view).
     torch::manual_seed(99);
-    const torch::Tensor wo = torch::randn_like(res.o), wh = torch::randn_like(res.state);
+    const torch::Tensor wo = torch::randn(res.o.sizes(), res.o.options());
+    const torch::Tensor wh = torch::randn(res.state.sizes(), res.state.options());
     ((res.o * wo).sum() + (res.state * wh).sum()).backward();
     std::vector<torch::Tensor> gs;
     for (auto& x : xs) gs.push_back(x.grad());
