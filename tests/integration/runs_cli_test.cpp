@@ -280,7 +280,7 @@ TEST_CASE("runs cli: a full disk while checkpointing is a recorded error, no tem
   const int code = wait_exit(pid);
   INFO(slurp(tmp.path / "log"));
   CHECK(code == 1);
-  const json st = status_of(run);
+  json st = status_of(run);
   CHECK(st["state"] == "failed");
   const std::string err = st.value("error", "");
   CHECK_THAT(err, Catch::Contains("cannot write checkpoint"));
@@ -324,7 +324,7 @@ TEST_CASE("runs cli: a segfaulting plugin fails its variant only; plugins list s
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(status_of(runs / "tiny" / "scheme-nope")["state"] == "finished");
-  const json bad = status_of(runs / "tiny" / "scheme-segfaulting.so");
+  json bad = status_of(runs / "tiny" / "scheme-segfaulting.so");
   CHECK(bad["state"] == "failed");
   CHECK_THAT(bad.value("error", ""),
              Catch::Contains("Segmentation fault") && Catch::Contains("segfaulting.so"));

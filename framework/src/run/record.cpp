@@ -136,7 +136,8 @@ std::optional<RunResults> RunFolder::results() const {
       r.train = tr;
     }
     const json pos = j->value("position_loss", json::object());
-    for (const auto& [len, metrics] : j->value("eval", json::object()).items()) {
+    const json eval = j->value("eval", json::object());  // items() must not outlive it
+    for (const auto& [len, metrics] : eval.items()) {
       LengthResult lr;
       lr.length = std::stoll(len);
       for (const auto& [k, v] : metrics.items()) {
