@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -27,6 +28,7 @@ std::string probe_in_child(PluginHost& host, const PluginRecord& r, uint32_t& ho
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
     uint32_t h = 0;
     try {
       // A scheme built with default settings at a small model shape, as PluginHost::plugins

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -139,6 +140,9 @@ std::map<std::string, std::string> preflight_variants(const Config& cfg,
     }
     if (pid == 0) {
       ::close(fds[0]);
+      // A crash must end this child: handlers inherited from the parent (a test framework's, a
+      // library's) would otherwise catch it and let the child run on.
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
       check_in_child(fds[1], cfg, variants, sweep, config_dir, groups, next);
     }
     ::close(fds[1]);

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -57,7 +58,9 @@ TEST_CASE("folder names: an experiment name that is not a folder name is refused
     }
   }
   // A name from the file stem is made safe instead (the file exists; its name is not a choice).
-  const Experiment e = read_experiment(Config::parse(runstest::tiny_yaml(), "dir/my exp.yaml"));
+  runstest::TempDir tmp;
+  std::ofstream(tmp.path / "my exp.yaml") << runstest::tiny_yaml();
+  const Experiment e = read_experiment(Config::load((tmp.path / "my exp.yaml").string()));
   CHECK(e.name == folder_name("my exp"));
   CHECK(e.name.find(' ') == std::string::npos);
 }
