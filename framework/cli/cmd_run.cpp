@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/report.h"
+#include "hybridlab/run.h"
 #include "hybridlab/sweep.h"
 #include "hybridlab/trainer.h"
 
@@ -47,7 +48,9 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
   c->add_option("--shard", a.shard,
                 "Run only slice i of n (0 <= i < n) of the variants, round robin, e.g. for SLURM: "
                 "--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT");
-  c->add_option("--only", a.only, "Run only the named variant, in this process");
+  c->add_option("--only", a.only,
+                "Run only the named variant, in this process (the same rules for its folder as "
+                "every run: finished is final, a changed config restarts an interrupted run)");
   c->add_flag("--in-process", a.in_process,
               "Run variants in this process instead of child processes (no crash isolation)");
   c->add_flag("--quiet,-q", a.quiet, "No progress output");
@@ -107,11 +110,11 @@ void add_run_commands(CLI::App& app) {
   auto* run = app.add_subcommand(
       "run",
       "Train and evaluate every variant of an experiment (its sweep), then write and print the "
-      "report.\nRuns go to <runs-dir>/<experiment>/<run>/ (config.yaml, metrics.jsonl, "
-      "checkpoint/, "
-      "results.json). Finished runs are skipped; interrupted ones resume from their checkpoint; a "
-      "crashing variant is recorded as failed and the sweep goes on. Ctrl-C checkpoints and "
-      "stops.\n"
+      "report.\nRuns go to <runs-dir>/<experiment>/<run>/ (source.yaml, config.yaml, "
+      "metrics.jsonl, checkpoint/, results.json). Finished runs are skipped and never "
+      "overwritten; interrupted ones resume from their checkpoint (afresh if their config "
+      "changed); a run folder has one writer at a time; a crashing variant is recorded as failed "
+      "and the sweep goes on. Ctrl-C checkpoints and stops.\n"
       "Exit code: 0 all runs finished, 1 some failed, 2 bad input, 130 interrupted.");
   add_common_run_options(run, *run_args);
   run->add_flag("--no-report", run_args->no_report, "Do not write or print the report at the end");
@@ -120,7 +123,9 @@ void add_run_commands(CLI::App& app) {
   // ---- train
   auto train_args = std::make_shared<RunArgs>();
   auto* train = app.add_subcommand(
-      "train", "Train every variant of an experiment without the final evaluation (see `eval`)");
+      "train",
+      "Train every variant of an experiment without the final evaluation (see `eval`); runs end "
+      "`trained`. Finished and trained runs are skipped and never overwritten");
   add_common_run_options(train, *train_args);
   train->callback([train_args] { do_run(*train_args, true); });
 
@@ -131,7 +136,9 @@ void add_run_commands(CLI::App& app) {
   };
   auto eval_args = std::make_shared<EvalArgs>();
   auto* eval = app.add_subcommand(
-      "eval", "Evaluate a trained run again from its checkpoint and rewrite its results.json");
+      "eval",
+      "Evaluate a trained or finished run from its checkpoint; the eval results are added to its "
+      "results.json (the training summary is kept) and the run ends `finished`");
   eval->add_option("run_dir", eval_args->run_dir,
                    "Run folder, e.g. runs/quickstart/pattern-GGGA_scheme-rope")
       ->required()
@@ -140,8 +147,45 @@ void add_run_commands(CLI::App& app) {
                    "Eval lengths instead of eval.lengths, e.g. --lengths 256 512 1024")
       ->delimiter(',');
   eval->callback([eval_args] {
-    eval_run(eval_args->run_dir, eval_args->lengths);
+    eval_run_folder(eval_args->run_dir, eval_args->lengths);
     fmt::print("wrote {}\n", (fs::path(eval_args->run_dir) / "results.json").string());
+  });
+
+  // ---- run-folder (hidden): what `run` starts in each child process.
+  struct FolderArgs {
+    std::string dir;
+    int lock_fd = -1;
+    bool train_only = false;
+    bool quiet = false;
+    int64_t threads = 0;
+  };
+  auto folder_args = std::make_shared<FolderArgs>();
+  auto* folder = app.add_subcommand(
+      "run-folder", "Execute one run folder prepared by `run` (its child processes use this)");
+  folder->group("");  // not listed in --help: an internal entry point
+  folder->add_option("run_dir", folder_args->dir, "Run folder holding source.yaml and run.json")
+      ->required();
+  folder->add_option("--lock-fd", folder_args->lock_fd,
+                     "Inherited descriptor holding the run's lock (else the lock is taken)");
+  folder->add_flag("--train-only", folder_args->train_only, "No final eval");
+  folder->add_flag("--quiet,-q", folder_args->quiet, "No progress output");
+  folder->add_option("--threads", folder_args->threads, "Overrides runtime.threads");
+  folder->callback([folder_args] {
+    install_stop_handlers();
+    const FolderArgs& a = *folder_args;
+    const auto lock = a.lock_fd >= 0 ? std::make_unique<RunLock>(RunLock::adopt(a.lock_fd, a.dir))
+                                     : std::make_unique<RunLock>(a.dir);
+    ExecuteOptions opts;
+    opts.train_only = a.train_only;
+    opts.quiet = a.quiet;
+    opts.threads = a.threads;
+    try {
+      execute_run_folder(RunFolder(a.dir), opts);
+    } catch (const Interrupted& e) {
+      std::fflush(stdout);
+      std::cerr << "interrupted: " << e.what() << "\n";
+      exit_with(130);
+    }
   });
 
   // ---- sweep list / expand
@@ -176,7 +220,7 @@ void add_run_commands(CLI::App& app) {
                  vs.size() == total ? "" : fmt::format(" of {}", total));
       for (const auto& v : vs) {
         const std::string dir = (fs::path(sweep_args->runs_dir) / exp.name / v.name).string();
-        fmt::print("{:<48} {}\n", v.name, run_state_name(run_state(dir)));
+        fmt::print("{:<48} {}\n", v.name, run_state_name(RunFolder(dir).status().state));
         if (expand) {
           for (const auto& [k, val] : v.assignments) {
             YAML::Emitter em;

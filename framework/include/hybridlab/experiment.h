@@ -5,6 +5,7 @@
 // problem in the config and throws one ConfigError listing them all (file:line:col, key, what
 // was expected, nearest valid key). Sweep variants are validated too: each variant's config is
 // read in full, so a sweep key that is not a config key is reported with a suggestion.
+// Expanding a sweep is the layer below (sweep.h); running one is the layer above (run.h).
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "hybridlab/config.h"
 #include "hybridlab/model.h"
 #include "hybridlab/runtime.h"
+#include "hybridlab/sweep.h"
 #include "hybridlab/task.h"
 
 namespace hybridlab {
@@ -49,26 +51,8 @@ struct EvalOptions {
   int64_t examples_during_training = 32;  ///< examples per eval at `train.eval_every`
 };
 
-/// One axis of a sweep: a dotted config key and its values (YAML nodes, in file order).
-struct SweepAxis {
-  std::string key;
-  std::vector<YAML::Node> values;
-  Location where;
-};
-
-/// `sweep:` — grid (every combination), zip groups (lists varied together), seeds, exclude.
-struct SweepOptions {
-  std::vector<SweepAxis> grid;
-  std::vector<std::vector<SweepAxis>> zip;  ///< each group: axes of equal length
-  std::vector<int64_t> seeds;               ///< empty: one run with train.seed
-  /// Partial assignments (dotted key -> value); a variant matching every entry of one is dropped.
-  std::vector<std::vector<std::pair<std::string, YAML::Node>>> exclude;
-  std::vector<Location> exclude_where;  ///< where each exclude entry is written
-  bool empty() const { return grid.empty() && zip.empty() && seeds.empty(); }
-};
-
 struct Experiment {
-  std::string name;  ///< `name:`, default: the file stem
+  std::string name;  ///< `name:`, default: the file stem; always a safe folder name
   std::string description;
   std::shared_ptr<ModelOptions> model;
   std::shared_ptr<Task> task;
@@ -81,16 +65,18 @@ struct Experiment {
 
 /// Reads and validates every section of `cfg`; throws one ConfigError listing every problem.
 /// `validate_sweep` also reads every sweep variant (off when reading one variant of a sweep).
-Experiment read_experiment(Config cfg, bool validate_sweep = true);
+/// `config_dir` is the folder relative data paths start from ("" = the folder of cfg.file());
+/// a run folder's source.yaml passes its experiment file's folder.
+Experiment read_experiment(Config cfg, bool validate_sweep = true,
+                           const std::string& config_dir = "");
 
 /// The lengths the model must serve: task.seq_len for training, the longest of it and
 /// eval.lengths as the maximum (tokens). `exp.task` must be set.
 ModelBuildContext model_build_context(const Experiment& exp);
 
-/// Reads only `sweep:` (records problems in its config).
-SweepOptions read_sweep_options(Section s);
-
-/// The experiment name for a file: `name:` if set, else the file stem ("quickstart").
+/// The experiment name for a file: `name:` if set, else the file stem ("quickstart") through
+/// folder_name() (sweep.h). An explicit `name:` must already be a safe folder name (read_experiment
+/// refuses others with file:line), since it names runs/<name>/.
 std::string experiment_name(const Config& cfg);
 
 }  // namespace hybridlab

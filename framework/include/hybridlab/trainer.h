@@ -48,8 +48,10 @@ double learning_rate(const TrainOptions& o, int64_t step);
 struct TrainSummary {
   int64_t steps = 0;         ///< steps done in total (resumed ones included)
   int64_t resumed_from = 0;  ///< step of the checkpoint resumed from (0 = fresh)
-  double final_loss = 0;     ///< mean train loss over the last log window
-  double tokens_per_s = 0;   ///< this process's training throughput
+  /// Mean train loss of the last train.log_every steps, read from metrics.jsonl: the same for a
+  /// run resumed at any step as for an uninterrupted one.
+  double final_loss = 0;
+  double tokens_per_s = 0;  ///< training throughput over every logged step (metrics.jsonl)
   double wall_s = 0;
   double model_s = 0;  ///< seconds in forward + backward
 };

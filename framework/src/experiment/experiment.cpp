@@ -77,109 +77,34 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   return o;
 }
 
-// A sequence node of a sweep axis, or an error.
-bool axis_values(Section& s, const YAML::Node& n, const std::string& key, const std::string& where,
-                 std::vector<YAML::Node>& out) {
-  if (!n.IsSequence() || n.size() == 0) {
-    s.error(where,
-            fmt::format("'{}' must map to a non-empty list of values, e.g. [nope, rope]", key));
-    return false;
-  }
-  for (const auto& v : n) out.push_back(YAML::Clone(v));
-  return true;
-}
-
 }  // namespace
-
-SweepOptions read_sweep_options(Section s) {
-  SweepOptions o;
-  if (s.has("grid")) {
-    Section grid = s.child("grid");
-    for (const std::string& key : grid.keys()) {
-      grid.accept(key);
-      SweepAxis axis{key, {}, grid.location(key)};
-      if (axis_values(grid, grid.node()[key], key, key, axis.values)) o.grid.push_back(axis);
-    }
-    grid.finish();
-  }
-  s.accept("zip");
-  if (s.has("zip")) {
-    YAML::Node z = s.node()["zip"];
-    std::vector<YAML::Node> groups;
-    if (z.IsMap())
-      groups.push_back(z);
-    else if (z.IsSequence())
-      for (const auto& g : z) groups.push_back(g);
-    for (const auto& g : groups) {
-      if (!g.IsMap()) {
-        s.error("zip", "expected a map of key: [values] (or a list of such maps)");
-        continue;
-      }
-      std::vector<SweepAxis> group;
-      size_t len = 0;
-      for (const auto& kv : g) {
-        SweepAxis axis{kv.first.as<std::string>(), {}, s.location("zip")};
-        const auto m = kv.second.Mark();
-        if (!m.is_null()) axis.where.line = m.line + 1, axis.where.column = m.column + 1;
-        if (!axis_values(s, kv.second, axis.key, "zip", axis.values)) continue;
-        if (len && axis.values.size() != len) {
-          s.error("zip", fmt::format("lists of one zip group must have equal lengths; '{}' has {}, "
-                                     "the group's first list has {}",
-                                     axis.key, axis.values.size(), len));
-        }
-        len = axis.values.size();
-        group.push_back(axis);
-      }
-      if (!group.empty()) o.zip.push_back(group);
-    }
-  }
-  o.seeds = s.get<std::vector<int64_t>>("seeds", {});
-  s.accept("exclude");
-  if (s.has("exclude")) {
-    YAML::Node ex = s.node()["exclude"];
-    if (!ex.IsSequence())
-      s.error("exclude", "expected a list of maps {dotted.key: value, ...}");
-    else {
-      for (std::size_t i = 0; i < ex.size(); ++i) {
-        const YAML::Node e = ex[i];
-        if (!e.IsMap()) {
-          s.error("exclude", "each entry must be a map {dotted.key: value, ...}");
-          continue;
-        }
-        std::vector<std::pair<std::string, YAML::Node>> entry;
-        for (const auto& kv : e)
-          entry.emplace_back(kv.first.as<std::string>(), YAML::Clone(kv.second));
-        o.exclude.push_back(entry);
-        o.exclude_where.push_back(s.location("exclude." + std::to_string(i)));
-      }
-    }
-  }
-  s.finish();
-  return o;
-}
 
 std::string experiment_name(const Config& cfg) {
   const YAML::Node n = cfg.lookup("name");
   if (n.IsDefined() && n.IsScalar()) return n.as<std::string>();
   const std::string stem = fs::path(cfg.file()).stem().string();
-  return stem.empty() ? "experiment" : stem;
+  return stem.empty() ? "experiment" : folder_name(stem);
 }
 
-Experiment read_experiment(Config cfg, bool validate_sweep) {
+Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& config_dir) {
   Experiment e;
   e.config = cfg;
   Section root = cfg.root();
   root.accept("extends");
   e.name = root.get<std::string>("name", experiment_name(cfg));
   e.description = root.get<std::string>("description", "");
-  for (char c : e.name) {
-    root.check(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.',
-               "name", "must use letters, digits, '_', '-' or '.' (it names the runs folder)");
-  }
+  // The name is a folder under the runs folder: "", ".", "..", '/' or spaces would write outside
+  // it, into its root, or into another experiment's folder.
+  root.check(folder_name(e.name) == e.name, "name",
+             fmt::format("'{}' cannot name the runs folder: use letters, digits, '.', '_', '+' or "
+                         "'-', not starting with '.' (e.g. '{}')",
+                         e.name, folder_name(e.name)));
   root.check(root.has("model"), "model", "required section is missing (see experiments/base.yaml)");
   e.model = read_model_options(root.child("model"));
   TaskContext ctx;
-  ctx.config_dir = cfg.file().empty() ? "" : fs::path(cfg.file()).parent_path().string();
+  ctx.config_dir = !config_dir.empty()  ? config_dir
+                   : cfg.file().empty() ? ""
+                                        : fs::path(cfg.file()).parent_path().string();
   if (root.has("task")) {
     e.task = read_task(root.child("task"), ctx);
   } else {
@@ -216,6 +141,7 @@ Experiment read_experiment(Config cfg, bool validate_sweep) {
   plugins.get<std::vector<std::string>>("paths", {});
   plugins.finish();
   e.sweep = read_sweep_options(root.child("sweep"));
+  e.sweep.where = cfg.location("sweep");
   root.finish();
   cfg.raise_errors();
 

@@ -3,17 +3,21 @@
 #include "hybridlab/report.h"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "hybridlab/error.h"
-#include "hybridlab/sweep.h"
+#include "hybridlab/run_record.h"
 #include "plot/csv.h"
 #include "plot/gnuplot.h"
 #include "util/atomic_file.h"
@@ -24,11 +28,15 @@ using json = nlohmann::json;
 
 namespace {
 
-struct RunRecord {
+// One run as the report sees it: its folder's typed record, flattened for the tables.
+struct ReportRow {
   std::string name, state, error, task, primary;
   bool higher_is_better = true;
   int64_t train_length = 0;
-  json results;  // results.json (null if absent)
+  int64_t params = 0;
+  bool has_results = false;
+  std::optional<TrainRecord> train;
+  std::vector<LengthResult> eval;
   std::vector<std::pair<std::string, std::string>> labels;
 };
 
@@ -39,7 +47,7 @@ std::string fmt_value(double v) {
 }
 
 // Row label inside one task's table: the varied values other than the task itself.
-std::string row_label(const RunRecord& r) {
+std::string row_label(const ReportRow& r) {
   std::string s;
   for (const auto& [k, v] : r.labels) {
     if (k == "task" || k == "name") continue;
@@ -48,56 +56,75 @@ std::string row_label(const RunRecord& r) {
   return s.empty() ? r.name : s;
 }
 
-std::vector<RunRecord> load_runs(const fs::path& dir) {
-  std::vector<RunRecord> runs;
+std::vector<ReportRow> load_runs(const fs::path& dir) {
+  std::vector<ReportRow> runs;
   std::vector<fs::path> subdirs;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.is_directory() && fs::exists(e.path() / "status.json")) subdirs.push_back(e.path());
   }
   std::sort(subdirs.begin(), subdirs.end());
   for (const auto& d : subdirs) {
-    RunRecord r;
+    const RunRecord rec = RunFolder(d.string()).read();
+    ReportRow r;
     r.name = d.filename().string();
-    r.state = run_state_name(run_state(d.string()));
-    try {
-      r.error = json::parse(read_file((d / "status.json").string())).value("error", "");
-    } catch (const std::exception&) {
-    }
-    if (fs::exists(d / "results.json")) {
-      try {
-        r.results = json::parse(read_file((d / "results.json").string()));
-        r.task = r.results.value("task", "");
-        r.primary = r.results.value("primary_metric", "");
-        r.higher_is_better = r.results.value("higher_is_better", true);
-        r.train_length = r.results.value("train_length", int64_t{0});
-        const json labels = r.results.value("labels", json::object());
-        for (const auto& [k, v] : labels.items()) {
-          r.labels.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
-        }
-      } catch (const std::exception& e) {
-        r.error = std::string("unreadable results.json: ") + e.what();
-      }
+    r.state = run_state_name(rec.status.state);
+    r.error = rec.results_error.empty() ? rec.status.error : rec.results_error;
+    if (rec.results) {
+      const RunResults& res = *rec.results;
+      r.has_results = true;
+      r.task = res.task;
+      r.primary = res.primary_metric;
+      r.higher_is_better = res.higher_is_better;
+      r.train_length = res.train_length;
+      r.params = res.params;
+      r.train = res.train;
+      r.eval = res.eval;
+      r.labels = res.id.labels;
     }
     runs.push_back(r);
   }
   return runs;
 }
 
-std::vector<int64_t> lengths_of(const RunRecord& r) {
+std::vector<int64_t> lengths_of(const ReportRow& r) {
   std::vector<int64_t> out;
-  if (r.results.is_object() && r.results.contains("eval")) {
-    for (const auto& [k, v] : r.results["eval"].items()) out.push_back(std::stoll(k));
-  }
+  for (const auto& l : r.eval) out.push_back(l.length);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-double metric_at(const RunRecord& r, int64_t L, const std::string& m) {
-  if (!r.results.is_object() || !r.results.contains("eval")) return NAN;
-  const auto& ev = r.results["eval"];
-  const std::string key = std::to_string(L);
-  if (!ev.contains(key) || !ev[key].contains(m)) return NAN;
-  return ev[key][m].get<double>();
+const LengthResult* at_length(const ReportRow& r, int64_t L) {
+  for (const auto& l : r.eval) {
+    if (l.length == L) return &l;
+  }
+  return nullptr;
+}
+
+double metric_at(const ReportRow& r, int64_t L, const std::string& m) {
+  const LengthResult* l = at_length(r, L);
+  if (!l) return NAN;
+  const auto it = l->metrics.find(m);
+  return it == l->metrics.end() ? NAN : it->second;
+}
+
+// Plot temp files (<name>.png.tmp.<pid>.png) of a report killed mid-plot: removed unless their
+// writer is still alive.
+void remove_stale_plot_temps(const fs::path& plots) {
+  std::error_code ec;
+  if (!fs::is_directory(plots, ec)) return;
+  for (const auto& e : fs::directory_iterator(plots, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.find(".png.tmp.");
+    if (at == std::string::npos) continue;
+    long pid = 0;
+    try {
+      pid = std::stol(name.substr(at + 9));
+    } catch (const std::exception&) {
+    }
+    if (pid > 0 && pid != ::getpid() && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM))
+      continue;
+    fs::remove(e.path(), ec);
+  }
 }
 
 // (step, loss) of a run's metrics.jsonl, averaged over windows so that the plot stays readable.
@@ -135,13 +162,14 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     throw UserError(
         fmt::format("'{}' is not a folder of runs (expected runs/<experiment>)", experiment_dir));
   }
-  const std::vector<RunRecord> runs = load_runs(dir);
+  const std::vector<ReportRow> runs = load_runs(dir);
   if (runs.empty()) {
     throw UserError(
         fmt::format("'{}' holds no runs (no <run>/status.json); run `hybridlab run "
                     "EXPERIMENT.yaml` first",
                     experiment_dir));
   }
+  remove_stale_plot_temps(dir / "plots");
   ReportFiles files;
   files.csv = (dir / "summary.csv").string();
   files.markdown = (dir / "summary.md").string();
@@ -154,10 +182,8 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       if (std::find(label_keys.begin(), label_keys.end(), k) == label_keys.end())
         label_keys.push_back(k);
     }
-    for (int64_t L : lengths_of(r)) {
-      for (const auto& [m, v] : r.results["eval"][std::to_string(L)].items()) {
-        if (m != "examples") metric_cols.insert({m, L});
-      }
+    for (const auto& l : r.eval) {
+      for (const auto& [m, v] : l.metrics) metric_cols.insert({m, l.length});
     }
   }
   std::vector<std::string> header = {"run"};
@@ -176,18 +202,12 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
         if (lk == k) v = lv;
       row.push_back(v);
     }
-    const json train =
-        r.results.is_object() ? r.results.value("train", json::object()) : json::object();
     row.push_back(r.task);
     row.push_back(r.state);
-    row.push_back(r.results.is_object() ? std::to_string(r.results.value("params", int64_t{0}))
-                                        : "");
-    row.push_back(train.contains("steps") ? std::to_string(train["steps"].get<int64_t>()) : "");
-    row.push_back(
-        train.contains("final_loss") ? plot::format_number(train["final_loss"].get<double>()) : "");
-    row.push_back(train.contains("tokens_per_s")
-                      ? fmt::format("{:.0f}", train["tokens_per_s"].get<double>())
-                      : "");
+    row.push_back(r.has_results ? std::to_string(r.params) : "");
+    row.push_back(r.train ? std::to_string(r.train->steps) : "");
+    row.push_back(r.train ? plot::format_number(r.train->final_loss) : "");
+    row.push_back(r.train ? fmt::format("{:.0f}", r.train->tokens_per_s) : "");
     row.push_back(r.error.substr(0, r.error.find('\n')));
     for (const auto& [m, L] : metric_cols) {
       const double v = metric_at(r, L, m);
@@ -213,7 +233,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     }
   }
   for (const auto& task : tasks) {
-    std::vector<const RunRecord*> tr;
+    std::vector<const ReportRow*> tr;
     std::set<int64_t> lens, train_lens;
     for (const auto& r : runs) {
       if (r.task != task || lengths_of(r).empty()) continue;
@@ -300,11 +320,10 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       pp.vline_label = "train length";
     }
     for (const auto* r : tr) {
-      const json pl = r->results.value("position_loss", json::object());
-      const std::string key = std::to_string(longest);
-      if (!pl.contains(key)) continue;
+      const LengthResult* at = at_length(*r, longest);
+      if (!at || at->position_loss.empty()) continue;
       plot::Series s{row_label(*r), {}, {}};
-      const auto vals = pl[key].get<std::vector<double>>();
+      const auto& vals = at->position_loss;
       for (size_t b = 0; b < vals.size(); ++b) {
         s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
                       static_cast<double>(vals.size()));
@@ -321,7 +340,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   }
   std::string failed;
   for (const auto& r : runs) {
-    if (r.state == "failed" || r.state == "interrupted" || r.state == "running") {
+    if (r.state != "finished" && r.state != "new") {
       failed +=
           fmt::format("- {} ({}): {}\n", r.name, r.state, r.error.substr(0, r.error.find('\n')));
     }

@@ -21,16 +21,6 @@ std::string last_components(const std::string& key, int n) {
   return key.substr(at + 1);
 }
 
-std::string sanitize(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
-    out += ok ? c : '_';
-  }
-  while (!out.empty() && out.back() == '_') out.pop_back();
-  return out.empty() ? "x" : out;
-}
-
 // A readable label for a value: scalars as written, maps by their name/scheme/type field.
 std::string value_label(const YAML::Node& v) {
   if (v.IsNull()) return "none";
@@ -168,8 +158,7 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
     if (!excluded) {
       std::string name;
       for (const auto& [k, val] : v.labels) {
-        name +=
-            (name.empty() ? "" : "_") + sanitize(k == "seed" ? "seed" : k) + "-" + sanitize(val);
+        name += (name.empty() ? "" : "_") + folder_name(k) + "-" + folder_name(val);
       }
       v.name = name.empty() ? "main" : name;
       out.push_back(v);
@@ -183,9 +172,9 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
   for (const auto& v : out) {
     if (!names.insert(v.name).second) {
       throw ConfigError(
-          fmt::format("sweep: two variants are both named '{}'; give the varied values "
+          fmt::format("{}sweep: two variants are both named '{}'; give the varied values "
                       "distinct labels (maps are labelled by their name/scheme field)",
-                      v.name));
+                      sweep.where.file.empty() ? "" : sweep.where.str() + ": ", v.name));
     }
   }
   // An entry that drops nothing is a typo in a key or a value: say so rather than run variants the

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "hybridlab/evaluator.h"
 #include "train/progress.h"
@@ -75,20 +76,16 @@ void save_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt, int64_t
   top.write("step", torch::tensor(step, torch::kLong));
   top.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   const std::string path = checkpoint_path(run_dir);
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Serialized to memory first, then written by write_file_atomic: a full disk is then an
+  // error from one checked write (temp file removed, free space named) instead of a failure
+  // inside LibTorch's file writer, which aborts the process.
+  std::ostringstream buffer;
+  top.save_to(buffer);
   try {
-    top.save_to(tmp);
-  } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
-    throw UserError(
-        fmt::format("cannot write checkpoint '{}': {} (disk full or folder not writable?); "
-                    "the previous checkpoint is unchanged",
-                    path, e.what()));
+    write_file_atomic(path, buffer.str());
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("cannot write checkpoint: {}", e.what()));
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw UserError(fmt::format("cannot move '{}' to '{}': {}", tmp, path, ec.message()));
 }
 
 // Runs `read` over the checkpoint at `path`; a damaged or foreign file becomes a UserError that
@@ -106,6 +103,39 @@ void read_checkpoint(const std::string& path, F&& read) {
         "checkpoint {} is unreadable ({}); delete it (or the run folder) to restart the run", path,
         reason));
   }
+}
+
+// The reported training figures, from metrics.jsonl (what every step logged, resumed or not), so
+// they are a function of the config alone: the mean loss of the last `window` steps up to
+// `steps`, and tokens/s over all logged steps (every step has the same token count: the
+// harmonic mean of the per-step rates).
+std::pair<double, double> logged_loss_and_rate(const std::string& path, int64_t steps,
+                                               int64_t window) {
+  std::ifstream in(path);
+  std::string line;
+  double loss_sum = 0, inv_rate_sum = 0;
+  int64_t loss_n = 0, rate_n = 0;
+  while (std::getline(in, line)) {
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (!j.contains("loss")) continue;
+    const int64_t step = j.value("step", int64_t{0});
+    if (step > steps - window && step <= steps) {
+      loss_sum += j["loss"].get<double>();
+      ++loss_n;
+    }
+    const double rate = j.value("tokens_per_s", 0.0);
+    if (rate > 0) {
+      inv_rate_sum += 1.0 / rate;
+      ++rate_n;
+    }
+  }
+  return {loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
+          inv_rate_sum > 0 ? static_cast<double>(rate_n) / inv_rate_sum : 0.0};
 }
 
 // Drops metrics lines past `step` (a killed run may have logged steps after its checkpoint).
@@ -208,8 +238,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
   model.train();
   const auto t_begin = Clock::now();
-  double window_loss = 0;
-  int64_t window_n = 0, tokens_done = 0;
+  int64_t tokens_done = 0;
   int64_t step = start;
   const int64_t vocab = task.vocab_size();
   for (; step < o.steps; ++step) {
@@ -257,8 +286,6 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     const int64_t ntok = b.tokens.numel();
     tokens_done += ntok;
     const double step_s = seconds(t3 - t0);
-    window_loss += loss_v;
-    ++window_n;
     json line = {{"step", step + 1},
                  {"loss", loss_v},
                  {"lr", lr},
@@ -284,18 +311,14 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       last_ckpt_step = step + 1;
       last_ckpt_text = fmt::format("'{}' (step {})", ckpt, last_ckpt_step);
     }
-    if (window_n >= o.log_every) {
-      summary.final_loss = window_loss / window_n;
-      window_loss = 0;
-      window_n = 0;
-    }
   }
-  if (window_n > 0) summary.final_loss = window_loss / window_n;
   save_checkpoint(model, *opt, step, run_dir);
   progress.finish();
   summary.steps = step;
   summary.wall_s = seconds(Clock::now() - t_begin);
-  summary.tokens_per_s = tokens_done / std::max(summary.wall_s, 1e-9);
+  std::fflush(metrics);
+  std::tie(summary.final_loss, summary.tokens_per_s) =
+      logged_loss_and_rate(metrics_path, step, o.log_every);
   return summary;
 }
 

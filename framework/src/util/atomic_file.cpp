@@ -1,5 +1,6 @@
 #include "util/atomic_file.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,21 @@
 
 namespace hybridlab {
 namespace fs = std::filesystem;
+
+std::string free_space_text(const std::string& path) {
+  struct statvfs st {};
+  std::string dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
+  if (::statvfs(dir.c_str(), &st) != 0) return "free space unknown";
+  const double bytes = static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize);
+  char text[64];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0)
+    std::snprintf(text, sizeof text, "%.1f GiB free", bytes / (1024.0 * 1024.0 * 1024.0));
+  else if (bytes >= 1024.0 * 1024.0)
+    std::snprintf(text, sizeof text, "%.1f MiB free", bytes / (1024.0 * 1024.0));
+  else
+    std::snprintf(text, sizeof text, "%.0f KiB free", bytes / 1024.0);
+  return std::string(text) + " on the filesystem of '" + dir + "'";
+}
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path target(path);
@@ -37,8 +53,9 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   std::fclose(f);
   if (written != content.size() || !flushed) {
     std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "': " + std::strerror(saved_errno) +
-                    " (disk full?); the previous file, if any, is unchanged");
+    throw UserError("cannot write '" + path + "' (" + std::to_string(content.size()) +
+                    " bytes): " + std::strerror(saved_errno) + "; " + free_space_text(path) +
+                    "; the previous file, if any, is unchanged");
   }
   fs::rename(tmp, target, ec);
   if (ec) {

@@ -6,9 +6,13 @@
 namespace hybridlab {
 
 /// Writes `content` to `path` atomically: to `path.tmp.<pid>` in the same folder, flushed, then
-/// renamed over `path`. Creates missing parent folders. Throws UserError naming the path and the
-/// system error when the folder is not writable or the disk is full.
+/// renamed over `path`. Creates missing parent folders. Throws UserError naming the path, its size,
+/// the system error and the free space when the folder is not writable or the disk is full; the
+/// temp file is removed.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+/// "12.5 MiB free on the filesystem of '<folder of path>'" (statvfs, space for unprivileged users).
+std::string free_space_text(const std::string& path);
 
 /// Reads a whole file. Throws UserError naming the path when it cannot be read.
 std::string read_file(const std::string& path);

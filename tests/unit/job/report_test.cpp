@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "hybridlab/report.h"
-#include "hybridlab/sweep.h"
+#include "hybridlab/run_record.h"
 #include "job_support.h"
 
 using namespace hybridlab;
@@ -21,8 +21,8 @@ void fake_run(const fs::path& dir, const std::string& name, const std::string& s
               const std::vector<double>& acc, RunState state) {
   const fs::path d = dir / name;
   fs::create_directories(d);
-  write_run_status(d.string(), state,
-                   state == RunState::kFailed ? "PluginError: no scheme 'rop'" : "");
+  RunFolder(d.string())
+      .write_status(state, state == RunState::kFailed ? "PluginError: no scheme 'rop'" : "");
   if (state != RunState::kFinished) return;
   json j = {{"run", name},
             {"labels", json::object({{"scheme", scheme}})},

@@ -1,0 +1,97 @@
+#pragma once
+// Running experiments: the run folder is the unit.
+//
+// The parent expands the sweep (sweep.h), writes each run's source config into its folder under
+// the run's lock, and hands the folder to a child process (`hybridlab run-folder DIR`), which
+// executes that folder and nothing else: it never reads the experiment file again. `run`,
+// `train`, `run --only`, `eval` and the report all go through the same record (run_record.h) and
+// the same rule for an existing folder (plan_run):
+//   finished          -> skipped when its source is the same, refused (never overwritten) else;
+//   trained           -> the same, except that `run` evaluates it;
+//   interrupted, failed, running with a dead writer
+//                     -> resumed from its checkpoint when its source is the same, started afresh
+//                        (checkpoint, metrics, results removed) when the configuration changed;
+//   locked by a live process -> refused, naming that process.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hybridlab/config.h"
+#include "hybridlab/run_record.h"
+#include "hybridlab/sweep.h"
+
+namespace hybridlab {
+
+struct RunRequest {
+  std::string experiment_file;
+  std::vector<std::string> overrides;  ///< command-line key=value, applied before the sweep
+  std::string runs_dir = "runs";
+  int64_t jobs = 1;
+  int64_t shard_index = 0, shard_count = 1;
+  std::string only;         ///< run just this variant, in this process
+  std::string self_exe;     ///< the CLI binary, for child processes ("" = /proc/self/exe)
+  bool in_process = false;  ///< run variants in this process (no crash isolation)
+  bool quiet = false;
+  bool train_only = false;  ///< `hybridlab train`: no final eval; runs end `trained`
+};
+
+struct SweepOutcome {
+  int64_t finished = 0, skipped = 0, failed = 0, interrupted = 0;
+  std::string experiment_dir;
+  std::vector<std::pair<std::string, std::string>> failures;  ///< run name -> error
+};
+
+/// Runs (train + eval) every variant of this shard (or just `only`) that is not final, each in a
+/// child process (`--jobs N` at a time, threads split between them) unless `in_process` or
+/// `only`; records failures and goes on. Before any folder is written, every distinct model is
+/// built once in a forked process: a bad config is one UserError (exit 2), a build that crashes
+/// (a plugin factory's segfault) is recorded as that variant's failure, naming its schemes.
+/// Ctrl-C / SIGTERM are forwarded to the children, which checkpoint and stop; a child dies with
+/// its parent (PR_SET_PDEATHSIG). Throws UserError for bad input and an unknown `only`.
+SweepOutcome run_experiment(const RunRequest& req);
+
+/// What plan_run decided for one folder.
+enum class RunAction { kSkip, kRefuse, kFresh, kResume };
+struct RunPlan {
+  RunAction action = RunAction::kFresh;
+  std::string message;  ///< for the user: why skipped / refused / restarted ("" when plain)
+};
+
+/// The one rule for an existing run folder (see the top of this file), for a run whose source
+/// config is `source` (run_source_yaml). Pure: reads nothing but `rec`.
+RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_only);
+
+/// Applies plan_run to `folder` (the caller holds its lock): for kFresh clears the old training
+/// files; for kFresh and kResume writes source.yaml and run.json. Returns the plan.
+RunPlan prepare_run_folder(const RunFolder& folder, const std::string& source,
+                           const RunIdentity& id, bool train_only);
+
+/// The text of a run's source.yaml: `variant_cfg`'s tree without `sweep:`, with relative
+/// `plugins.paths` made absolute (against the experiment file's folder).
+std::string run_source_yaml(const Config& variant_cfg);
+
+struct ExecuteOptions {
+  bool train_only = false;  ///< stop after training: state `trained`
+  bool quiet = false;
+  int64_t threads = 0;     ///< >0: overrides runtime.threads (a scheduler's split), not recorded
+  int64_t stop_after = 0;  ///< stop after this many steps in this process (tests); 0 = none
+};
+
+/// Executes one prepared run folder in this process (the caller holds its lock): builds the run
+/// from source.yaml + run.json, trains (resuming from its checkpoint), evaluates, and writes
+/// config.yaml, results.json and status.json. Throws what training throws (Interrupted,
+/// TrainingDiverged, UserError, ...) after recording it in status.json.
+void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts = {});
+
+/// `hybridlab eval`: evaluates a trained or finished run again (under its lock), optionally at
+/// other lengths (tokens). Eval results are added to results.json (a length evaluated again is
+/// replaced); the training summary is kept; the run ends `finished`. Throws UserError for a
+/// folder that is not a run, not trained to the end, or locked by another process.
+void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths = {});
+
+/// Loads `path` and applies `key=value` overrides in order.
+Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace hybridlab

@@ -1,0 +1,151 @@
+#pragma once
+// The run folder as a typed record: the one reader and the one writer of its files.
+//
+// runs/<experiment>/<run>/ holds
+//   source.yaml    the run's config as given (extends merged, overrides and sweep applied, no
+//                  `sweep:` section, plugin paths absolute): what the run executes
+//   run.json       who the run is: experiment, run name, labels, the experiment file's folder
+//   config.yaml    the resolved config with every default (written when the run starts)
+//   status.json    state, error, wall time, pid of the last writer
+//   results.json   the train summary and every metric at every eval length
+//   metrics.jsonl  per-step training log (written by the trainer)
+//   checkpoint/    state.pt (written by the trainer)
+//   lock           the per-run lock (flock), holding the pid of its holder
+// Every file is written atomically (temp file + rename). No other code reads or writes
+// status.json, run.json, source.yaml or results.json.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hybridlab/error.h"
+#include "hybridlab/evaluator.h"
+
+namespace hybridlab {
+
+/// The life of a run. `trained`: training reached train.steps, not evaluated yet (`hybridlab
+/// train`); `finished`: trained and evaluated, final.
+enum class RunState { kNew, kRunning, kTrained, kFinished, kFailed, kInterrupted };
+
+/// "new", "running", "trained", "finished", "failed", "interrupted".
+std::string run_state_name(RunState s);
+
+/// status.json.
+struct RunStatus {
+  RunState state = RunState::kNew;
+  std::string error;  ///< why it failed or stopped ("" otherwise)
+  double wall_s = 0;  ///< seconds of the last execution (0 = unknown)
+  int64_t pid = 0;    ///< process that wrote the status (0 = unknown)
+};
+
+/// run.json: who the run is, written by whoever prepares the folder.
+struct RunIdentity {
+  std::string experiment;                                   ///< experiment name
+  std::string run;                                          ///< variant name (= folder name)
+  std::vector<std::pair<std::string, std::string>> labels;  ///< short key -> value text
+  std::string config_dir;  ///< absolute folder of the experiment file (relative data paths)
+};
+
+/// The `train` part of results.json. final_loss and tokens_per_s are computed from
+/// metrics.jsonl, so they depend on the config alone, not on where a run was interrupted.
+struct TrainRecord {
+  int64_t steps = 0;
+  int64_t resumed_from = 0;  ///< step of the checkpoint the last execution resumed from
+  double final_loss = 0;     ///< mean train loss of the last train.log_every steps (nats/token)
+  double tokens_per_s = 0;   ///< training tokens per second over all logged steps
+  double wall_s = 0;         ///< seconds of the last execution's training
+  double model_s = 0;        ///< seconds in forward + backward of the last execution
+};
+
+/// results.json.
+struct RunResults {
+  RunIdentity id;  ///< experiment, run, labels (config_dir is not stored here)
+  std::string task;
+  std::string primary_metric;
+  bool higher_is_better = true;
+  int64_t train_length = 0;  ///< tokens
+  int64_t params = 0;
+  std::optional<TrainRecord> train;
+  std::vector<LengthResult> eval;  ///< ascending length
+};
+
+/// Result of reading a run folder. `results_error` says why a results.json present on disk could
+/// not be read (the report lists it) and `results` is then empty.
+struct RunRecord {
+  std::string dir;
+  RunStatus status;
+  std::optional<std::string> source;  ///< source.yaml text
+  std::optional<RunIdentity> identity;
+  std::optional<RunResults> results;
+  std::string results_error;
+};
+
+/// One run folder: the one reader and writer of its records. Cheap to construct; reads the disk
+/// on every call. Writers throw UserError (path, system error, free space) when the disk fails.
+class RunFolder {
+ public:
+  explicit RunFolder(std::string dir);
+  const std::string& dir() const { return dir_; }
+  /// The whole record; missing files are empty fields, a damaged status.json reads as `new`.
+  RunRecord read() const;
+  RunStatus status() const;
+  std::optional<std::string> source() const;
+  std::optional<RunIdentity> identity() const;
+  /// results.json; throws UserError naming the file when it exists but cannot be parsed.
+  std::optional<RunResults> results() const;
+
+  void write_status(const RunStatus& s) const;
+  /// Writes status.json with this process's pid.
+  void write_status(RunState state, const std::string& error = "", double wall_s = 0) const;
+  void write_source(const std::string& source_yaml, const RunIdentity& id) const;
+  void write_config(const std::string& resolved_yaml) const;
+  void write_results(const RunResults& r) const;
+  /// Removes what a fresh start must not see: checkpoint/, metrics.jsonl, results.json.
+  void clear_training() const;
+
+  std::string metrics_path() const;
+  std::string checkpoint_path() const;  ///< checkpoint/state.pt
+
+ private:
+  std::string dir_;
+};
+
+/// Thrown when another live process holds a run folder's lock.
+class RunBusy : public UserError {
+ public:
+  using UserError::UserError;
+  ~RunBusy() override;
+};
+
+/// The per-run lock: flock(LOCK_EX) on <run_dir>/lock, which then holds the holder's pid. The
+/// kernel drops the lock when the holder dies, so a lock left by a killed process is taken over
+/// without any staleness check. The descriptor is close-on-exec except for the one child a
+/// scheduler hands it to (inherit_into_child), so the lock lives exactly as long as that child.
+class RunLock {
+ public:
+  /// Takes the lock (creating the folder). Throws RunBusy naming the holder's pid and the lock
+  /// file when another process holds it, UserError when the lock file cannot be created.
+  explicit RunLock(const std::string& run_dir);
+  /// Adopts descriptor `fd`, inherited from the parent, that must already hold the lock of
+  /// `run_dir`; records this process's pid. Throws UserError when it does not.
+  static RunLock adopt(int fd, const std::string& run_dir);
+  RunLock(RunLock&& o) noexcept;
+  RunLock& operator=(RunLock&&) = delete;
+  RunLock(const RunLock&) = delete;
+  ~RunLock();  ///< closes the descriptor (the lock stays with any child that inherited it)
+  int fd() const { return fd_; }
+  /// In a forked child before exec: keeps the descriptor open across exec.
+  void inherit_into_child() const;
+  /// The pid recorded in <run_dir>/lock (0 when unknown).
+  static int64_t holder(const std::string& run_dir);
+
+ private:
+  RunLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  void record_pid() const;
+  int fd_ = -1;
+  std::string path_;
+};
+
+}  // namespace hybridlab

@@ -1,0 +1,32 @@
+// build_run: one way to turn a run's config into a model and a task.
+
+#include "run/build.h"
+
+#include <fmt/format.h>
+
+#include "hybridlab/runtime.h"
+
+namespace hybridlab {
+
+BuiltRun build_run(const Config& cfg, const std::string& config_dir, int64_t threads) {
+  BuiltRun b;
+  b.exp = read_experiment(cfg, false, config_dir);
+  if (threads > 0) b.exp.runtime.threads = threads;
+  apply_runtime(b.exp.runtime);
+  torch::manual_seed(static_cast<uint64_t>(b.exp.train.seed));
+  b.host = make_plugin_host(cfg);
+  try {
+    b.model = build_model(*b.exp.model, *b.host, model_build_context(b.exp));
+    b.model->to(runtime_device(b.exp.runtime));
+  } catch (const c10::Error& e) {
+    const std::string reason = e.what_without_backtrace();
+    throw UserError(fmt::format("cannot build the model: {}", reason.substr(0, reason.find('\n'))));
+  }
+  for (const auto& p : b.model->parameters()) b.params += p.numel();
+  std::vector<int64_t> lengths = b.exp.eval.lengths;
+  lengths.push_back(b.exp.task->seq_len());
+  b.exp.task->prepare(lengths);
+  return b;
+}
+
+}  // namespace hybridlab

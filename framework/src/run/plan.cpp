@@ -1,0 +1,76 @@
+// The one rule for an existing run folder, and the source config a run folder executes.
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "hybridlab/run.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+
+std::string run_source_yaml(const Config& variant_cfg) {
+  YAML::Node tree = YAML::Clone(variant_cfg.tree());
+  // A run has no sweep: adding a value to a sweep must not make its finished runs "changed".
+  tree.remove("sweep");
+  // The folder runs from anywhere: plugin folders are resolved now, as make_plugin_host would.
+  YAML::Node paths = tree["plugins"] ? tree["plugins"]["paths"] : YAML::Node();
+  if (paths && paths.IsSequence()) {
+    const fs::path base = variant_cfg.file().empty()
+                              ? fs::current_path()
+                              : fs::absolute(fs::path(variant_cfg.file())).parent_path();
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (!paths[i].IsScalar()) continue;
+      const fs::path p(paths[i].Scalar());
+      if (!p.is_absolute()) paths[i] = (base / p).lexically_normal().string();
+    }
+  }
+  YAML::Emitter em;
+  em << tree;
+  return std::string(em.c_str()) + "\n";
+}
+
+RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_only) {
+  const bool same = rec.source && *rec.source == source;
+  switch (rec.status.state) {
+    case RunState::kFinished:
+      if (same) return {RunAction::kSkip, "finished before, skipped"};
+      return {RunAction::kRefuse,
+              fmt::format("'{}' finished with a different configuration and is not overwritten; "
+                          "delete it or use another --runs-dir",
+                          rec.dir)};
+    case RunState::kTrained:
+      if (!same) {
+        return {RunAction::kRefuse,
+                fmt::format("'{}' was trained with a different configuration and is not "
+                            "overwritten; delete it or use another --runs-dir",
+                            rec.dir)};
+      }
+      if (train_only) return {RunAction::kSkip, "trained before, skipped"};
+      return {RunAction::kResume, "trained before; evaluating"};
+    case RunState::kNew:
+    case RunState::kRunning:  // the caller holds the lock: its writer is dead
+    case RunState::kFailed:
+    case RunState::kInterrupted:
+      break;
+  }
+  if (same || !rec.source) return {rec.source ? RunAction::kResume : RunAction::kFresh, ""};
+  return {RunAction::kFresh, "configuration changed since it was interrupted; starting afresh"};
+}
+
+RunPlan prepare_run_folder(const RunFolder& folder, const std::string& source,
+                           const RunIdentity& id, bool train_only) {
+  const RunPlan plan = plan_run(folder.read(), source, train_only);
+  if (plan.action == RunAction::kSkip || plan.action == RunAction::kRefuse) return plan;
+  if (plan.action == RunAction::kFresh) folder.clear_training();
+  folder.write_source(source, id);
+  return plan;
+}
+
+Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Config cfg = Config::load(path);
+  for (const auto& o : overrides) cfg.apply_override(o);
+  return cfg;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,236 @@
+// RunFolder: the one reader and writer of status.json, run.json, source.yaml, config.yaml and
+// results.json. JSON stays inside this file; every other module sees the typed record.
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "hybridlab/run_record.h"
+#include "util/atomic_file.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+RunBusy::~RunBusy() = default;
+
+namespace {
+
+constexpr RunState kStates[] = {RunState::kNew,      RunState::kRunning, RunState::kTrained,
+                                RunState::kFinished, RunState::kFailed,  RunState::kInterrupted};
+
+json labels_json(const std::vector<std::pair<std::string, std::string>>& labels) {
+  json j = json::object();
+  for (const auto& [k, v] : labels) j[k] = v;
+  return j;
+}
+
+std::vector<std::pair<std::string, std::string>> labels_of(const json& j) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!j.is_object()) return out;
+  for (const auto& [k, v] : j.items())
+    out.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  return out;
+}
+
+std::optional<json> read_json(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  return json::parse(read_file(p.string()));
+}
+
+}  // namespace
+
+std::string run_state_name(RunState s) {
+  switch (s) {
+    case RunState::kNew:
+      return "new";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kTrained:
+      return "trained";
+    case RunState::kFinished:
+      return "finished";
+    case RunState::kFailed:
+      return "failed";
+    case RunState::kInterrupted:
+      return "interrupted";
+  }
+  return "new";
+}
+
+RunFolder::RunFolder(std::string dir) : dir_(std::move(dir)) {}
+
+std::string RunFolder::metrics_path() const { return (fs::path(dir_) / "metrics.jsonl").string(); }
+
+std::string RunFolder::checkpoint_path() const {
+  return (fs::path(dir_) / "checkpoint" / "state.pt").string();
+}
+
+RunStatus RunFolder::status() const {
+  RunStatus s;
+  try {
+    const auto j = read_json(fs::path(dir_) / "status.json");
+    if (!j || !j->is_object()) return s;
+    const std::string name = j->value("state", "new");
+    for (RunState r : kStates) {
+      if (run_state_name(r) == name) s.state = r;
+    }
+    s.error = j->value("error", "");
+    s.wall_s = j->value("wall_s", 0.0);
+    s.pid = j->value("pid", int64_t{0});
+  } catch (const std::exception&) {
+    // A status.json from a crashed write reads as a new run: what it held is rebuilt.
+  }
+  return s;
+}
+
+std::optional<std::string> RunFolder::source() const {
+  const fs::path p = fs::path(dir_) / "source.yaml";
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  return read_file(p.string());
+}
+
+std::optional<RunIdentity> RunFolder::identity() const {
+  try {
+    const auto j = read_json(fs::path(dir_) / "run.json");
+    if (!j || !j->is_object()) return std::nullopt;
+    RunIdentity id;
+    id.experiment = j->value("experiment", "");
+    id.run = j->value("run", "");
+    id.labels = labels_of(j->value("labels", json::object()));
+    id.config_dir = j->value("config_dir", "");
+    return id;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<RunResults> RunFolder::results() const {
+  const fs::path p = fs::path(dir_) / "results.json";
+  try {
+    const auto j = read_json(p);
+    if (!j) return std::nullopt;
+    if (!j->is_object()) throw std::runtime_error("not a JSON object");
+    RunResults r;
+    r.id.experiment = j->value("experiment", "");
+    r.id.run = j->value("run", fs::path(dir_).filename().string());
+    r.id.labels = labels_of(j->value("labels", json::object()));
+    r.task = j->value("task", "");
+    r.primary_metric = j->value("primary_metric", "");
+    r.higher_is_better = j->value("higher_is_better", true);
+    r.train_length = j->value("train_length", int64_t{0});
+    r.params = j->value("params", int64_t{0});
+    if (j->contains("train") && (*j)["train"].is_object()) {
+      const json& t = (*j)["train"];
+      TrainRecord tr;
+      tr.steps = t.value("steps", int64_t{0});
+      tr.resumed_from = t.value("resumed_from", int64_t{0});
+      tr.final_loss = t.value("final_loss", 0.0);
+      tr.tokens_per_s = t.value("tokens_per_s", 0.0);
+      tr.wall_s = t.value("wall_s", 0.0);
+      tr.model_s = t.value("model_s", 0.0);
+      r.train = tr;
+    }
+    const json pos = j->value("position_loss", json::object());
+    const json eval = j->value("eval", json::object());  // items() must not outlive it
+    for (const auto& [len, metrics] : eval.items()) {
+      LengthResult lr;
+      lr.length = std::stoll(len);
+      for (const auto& [k, v] : metrics.items()) {
+        if (k == "examples")
+          lr.examples = v.get<int64_t>();
+        else
+          lr.metrics[k] = v.get<double>();
+      }
+      if (pos.contains(len)) lr.position_loss = pos[len].get<std::vector<double>>();
+      r.eval.push_back(lr);
+    }
+    std::sort(r.eval.begin(), r.eval.end(),
+              [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
+    return r;
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UserError("unreadable results.json '" + p.string() + "': " + e.what());
+  }
+}
+
+RunRecord RunFolder::read() const {
+  RunRecord r;
+  r.dir = dir_;
+  r.status = status();
+  r.source = source();
+  r.identity = identity();
+  try {
+    r.results = results();
+  } catch (const UserError& e) {
+    r.results_error = e.what();
+  }
+  return r;
+}
+
+void RunFolder::write_status(const RunStatus& s) const {
+  json j = {{"state", run_state_name(s.state)}};
+  if (!s.error.empty()) j["error"] = s.error;
+  if (s.wall_s > 0) j["wall_s"] = s.wall_s;
+  if (s.pid > 0) j["pid"] = s.pid;
+  write_file_atomic((fs::path(dir_) / "status.json").string(), j.dump(2) + "\n");
+}
+
+void RunFolder::write_status(RunState state, const std::string& error, double wall_s) const {
+  write_status(RunStatus{state, error, wall_s, static_cast<int64_t>(::getpid())});
+}
+
+void RunFolder::write_source(const std::string& source_yaml, const RunIdentity& id) const {
+  const json j = {{"experiment", id.experiment},
+                  {"run", id.run},
+                  {"labels", labels_json(id.labels)},
+                  {"config_dir", id.config_dir}};
+  write_file_atomic((fs::path(dir_) / "run.json").string(), j.dump(2) + "\n");
+  write_file_atomic((fs::path(dir_) / "source.yaml").string(), source_yaml);
+}
+
+void RunFolder::write_config(const std::string& resolved_yaml) const {
+  write_file_atomic((fs::path(dir_) / "config.yaml").string(), resolved_yaml);
+}
+
+void RunFolder::write_results(const RunResults& r) const {
+  json j;
+  j["experiment"] = r.id.experiment;
+  j["run"] = r.id.run;
+  j["labels"] = labels_json(r.id.labels);
+  j["task"] = r.task;
+  j["primary_metric"] = r.primary_metric;
+  j["higher_is_better"] = r.higher_is_better;
+  j["train_length"] = r.train_length;
+  j["params"] = r.params;
+  if (r.train) {
+    const TrainRecord& t = *r.train;
+    j["train"] = {{"steps", t.steps},           {"resumed_from", t.resumed_from},
+                  {"final_loss", t.final_loss}, {"tokens_per_s", t.tokens_per_s},
+                  {"wall_s", t.wall_s},         {"model_s", t.model_s}};
+  }
+  json ev = json::object(), pos = json::object();
+  for (const auto& l : r.eval) {
+    json m = {{"examples", l.examples}};
+    for (const auto& [k, v] : l.metrics) m[k] = v;
+    ev[std::to_string(l.length)] = m;
+    if (!l.position_loss.empty()) pos[std::to_string(l.length)] = l.position_loss;
+  }
+  j["eval"] = ev;
+  if (!pos.empty()) j["position_loss"] = pos;
+  write_file_atomic((fs::path(dir_) / "results.json").string(), j.dump(2) + "\n");
+}
+
+void RunFolder::clear_training() const {
+  std::error_code ec;
+  fs::remove_all(fs::path(dir_) / "checkpoint", ec);
+  fs::remove(fs::path(dir_) / "metrics.jsonl", ec);
+  fs::remove(fs::path(dir_) / "results.json", ec);
+}
+
+}  // namespace hybridlab

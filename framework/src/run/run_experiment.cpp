@@ -1,0 +1,122 @@
+// run_experiment: expand the sweep, check every build, claim and execute each run folder.
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "hybridlab/experiment.h"
+#include "hybridlab/run.h"
+#include "hybridlab/runtime.h"
+#include "run/preflight.h"
+#include "run/scheduler.h"
+#include "util/atomic_file.h"
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+void ensure_writable(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(
+        fmt::format("cannot create the runs folder '{}': {}; choose another with --runs-dir",
+                    dir.string(), ec.message()));
+  }
+  const fs::path probe = dir / ".write_test";
+  try {
+    write_file_atomic(probe.string(), "ok\n");
+  } catch (const UserError& e) {
+    throw UserError(
+        fmt::format("the runs folder '{}' is not writable ({}); choose another with "
+                    "--runs-dir",
+                    dir.string(), e.what()));
+  }
+  fs::remove(probe, ec);
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "hybridlab" : p.string();
+}
+
+// `run --only NAME`: the same claim and the same execution, in this process; a refusal or a busy
+// folder is an error (exit 2) rather than a recorded failure.
+void run_only_here(const RunJob& job, const RunRequest& req, SweepOutcome& out) {
+  Claim c = claim_run(job, req.train_only);
+  if (c.plan.action == RunAction::kSkip) {
+    if (!req.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+    out.skipped = 1;
+    return;
+  }
+  if (!c.lock) throw UserError(c.plan.message);
+  if (!c.plan.message.empty() && !req.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+  ExecuteOptions opts;
+  opts.train_only = req.train_only;
+  opts.quiet = req.quiet;
+  execute_run_folder(RunFolder(job.dir), opts);
+  out.finished = 1;
+}
+
+}  // namespace
+
+SweepOutcome run_experiment(const RunRequest& req) {
+  SweepOutcome out;
+  Config cfg = load_experiment_config(req.experiment_file, req.overrides);
+  const Experiment exp = read_experiment(cfg);
+  const std::vector<Variant> all = expand_sweep(exp.sweep);
+  std::vector<Variant> mine;
+  if (!req.only.empty()) {
+    for (const auto& v : all) {
+      if (v.name == req.only) mine.push_back(v);
+    }
+    if (mine.empty()) {
+      std::string names;
+      for (const auto& v : all) names += "\n  " + v.name;
+      throw UserError(fmt::format("--only '{}': no such run in {}; its runs are:{}", req.only,
+                                  req.experiment_file, names));
+    }
+  } else {
+    mine = shard_variants(all, req.shard_index, req.shard_count);
+  }
+  const fs::path exp_dir = fs::path(req.runs_dir) / exp.name;
+  out.experiment_dir = exp_dir.string();
+  const std::string config_dir =
+      fs::absolute(fs::path(req.experiment_file)).parent_path().lexically_normal().string();
+
+  std::map<std::string, std::string> crashed;
+  if (req.only.empty()) crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
+  ensure_writable(exp_dir);
+
+  std::vector<RunJob> jobs;
+  for (const auto& v : mine) {
+    RunJob j;
+    j.name = v.name;
+    j.dir = (exp_dir / v.name).string();
+    j.source = run_source_yaml(variant_config(cfg, v, exp.sweep));
+    j.id = RunIdentity{exp.name, v.name, v.labels, config_dir};
+    const auto it = crashed.find(v.name);
+    if (it != crashed.end()) j.crash = it->second;
+    jobs.push_back(std::move(j));
+  }
+  if (!req.only.empty()) {
+    run_only_here(jobs[0], req, out);
+    return out;
+  }
+  ScheduleOptions so;
+  so.in_process = req.in_process;
+  so.train_only = req.train_only;
+  so.quiet = req.quiet;
+  so.exe = req.self_exe.empty() ? self_exe() : req.self_exe;
+  so.jobs = std::max<int64_t>(1, std::min<int64_t>(req.jobs, static_cast<int64_t>(jobs.size())));
+  if (so.jobs > 1) {
+    const int64_t total = exp.runtime.threads > 0 ? exp.runtime.threads : hardware_threads();
+    so.child_threads = std::max<int64_t>(1, total / so.jobs);
+  }
+  schedule_runs(jobs, so, out);
+  return out;
+}
+
+}  // namespace hybridlab

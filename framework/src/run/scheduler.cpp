@@ -1,0 +1,247 @@
+// Executing run folders: claim (lock + rule), then a child process per run, --jobs at a time.
+
+#include "run/scheduler.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "hybridlab/trainer.h"
+#include "run/preflight.h"
+
+extern char** environ;
+
+namespace hybridlab {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Claim claim_run(const RunJob& job, bool train_only) {
+  Claim c;
+  auto lock = std::make_unique<RunLock>(job.dir);
+  const RunFolder folder(job.dir);
+  c.plan = prepare_run_folder(folder, job.source, job.id, train_only);
+  if (c.plan.action == RunAction::kSkip || c.plan.action == RunAction::kRefuse) return c;
+  if (!job.crash.empty()) {
+    folder.write_status(RunState::kFailed, job.crash);
+    c.plan = {RunAction::kRefuse, job.crash};
+    return c;
+  }
+  c.lock = std::move(lock);
+  return c;
+}
+
+namespace {
+
+struct Counter {
+  const ScheduleOptions& o;
+  SweepOutcome& out;
+  void failed(const std::string& name, const std::string& error) {
+    ++out.failed;
+    out.failures.emplace_back(name, error);
+    if (!o.quiet) fmt::print("{}: FAILED: {}\n", name, error);
+  }
+};
+
+// Claims a job for the scheduler: a skip, a refusal or a busy folder is counted here.
+std::unique_ptr<RunLock> claim_counted(const RunJob& job, const ScheduleOptions& o, Counter& n) {
+  try {
+    Claim c = claim_run(job, o.train_only);
+    if (c.plan.action == RunAction::kSkip) {
+      ++n.out.skipped;
+      if (!o.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+    } else if (!c.lock) {
+      n.failed(job.name, c.plan.message);
+    } else if (!c.plan.message.empty() && !o.quiet) {
+      fmt::print("{}: {}\n", job.name, c.plan.message);
+    }
+    return std::move(c.lock);
+  } catch (const UserError& e) {  // RunBusy, or a folder that cannot be written
+    n.failed(job.name, e.what());
+    return nullptr;
+  }
+}
+
+// After a child ended: status.json must say how (a crashed child could not write it). Written
+// under the lock, unless another process took the folder over meanwhile.
+void record_end(const RunJob& job, RunState state, const std::string& error) {
+  try {
+    RunLock lock(job.dir);
+    const RunFolder folder(job.dir);
+    const RunStatus now = folder.status();
+    if (now.state == state && (state != RunState::kFailed || !now.error.empty())) return;
+    folder.write_status(state, error);
+  } catch (const UserError&) {
+  }
+}
+
+void run_in_process(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
+  size_t i = 0;
+  for (; i < jobs.size(); ++i) {
+    if (stop_requested().load()) break;
+    const RunJob& job = jobs[i];
+    const auto lock = claim_counted(job, o, n);
+    if (!lock) continue;
+    try {
+      execute_run_folder(RunFolder(job.dir), {o.train_only, o.quiet, 0, 0});
+      ++n.out.finished;
+    } catch (const Interrupted&) {
+      ++n.out.interrupted;
+      ++i;
+      break;
+    } catch (const std::exception& e) {
+      n.failed(job.name, e.what());
+    }
+  }
+  n.out.interrupted += static_cast<int64_t>(jobs.size() - i);
+}
+
+pid_t start_child(const RunJob& job, const RunLock& lock, const ScheduleOptions& o) {
+  std::vector<std::string> args = {o.exe, "run-folder", job.dir, "--lock-fd",
+                                   std::to_string(lock.fd())};
+  if (o.train_only) args.push_back("--train-only");
+  if (o.quiet) args.push_back("--quiet");
+  if (o.child_threads > 0) args.insert(args.end(), {"--threads", std::to_string(o.child_threads)});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // BLAS threads follow the split too (OpenBLAS spins its own pool otherwise, which
+  // oversubscribes the cores when several runs share them), unless the user set them.
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  if (o.child_threads > 0) {
+    for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
+      if (!std::getenv(var)) env_store.push_back(fmt::format("{}={}", var, o.child_threads));
+    }
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int log_fd = -1;
+  if (o.jobs > 1) {
+    log_fd = ::open((fs::path(job.dir) / "log.txt").c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches the parent only, which forwards one
+    // SIGTERM (two signals would make the child exit without its checkpoint).
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(130);  // the parent died before prctl
+    lock.inherit_into_child();
+    if (log_fd >= 0) {
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+    }
+    ::execve(o.exe.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid < 0) {
+    throw UserError(
+        fmt::format("cannot start a process for run {}: {}", job.name, std::strerror(errno)));
+  }
+  return pid;
+}
+
+void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
+  struct Child {
+    const RunJob* job;
+    Clock::time_point start;
+  };
+  std::map<pid_t, Child> running;
+  size_t next = 0, started = 0;
+  bool forwarded = false;
+  const auto finish = [&](const Child& c, int status) {
+    const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      ++n.out.finished;
+      if (!o.quiet) fmt::print("{}: finished in {:.0f} s\n", c.job->name, secs);
+      return;
+    }
+    const bool interrupted =
+        (WIFEXITED(status) && WEXITSTATUS(status) == 130) ||
+        (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM));
+    if (interrupted) {
+      ++n.out.interrupted;
+      record_end(*c.job, RunState::kInterrupted, "interrupted");
+      if (!o.quiet) fmt::print("{}: interrupted (rerun to resume)\n", c.job->name);
+      return;
+    }
+    std::string error;
+    if (WIFSIGNALED(status)) {
+      error = "crashed: " + signal_text(WTERMSIG(status));
+      record_end(*c.job, RunState::kFailed, error);
+    } else {
+      const RunStatus st = RunFolder(c.job->dir).status();
+      error = st.state == RunState::kFailed && !st.error.empty()
+                  ? st.error
+                  : fmt::format("exited with code {}", WEXITSTATUS(status));
+      record_end(*c.job, RunState::kFailed, error);
+    }
+    ++n.out.failed;
+    n.out.failures.emplace_back(c.job->name, error);
+    if (!o.quiet) fmt::print("{}: FAILED after {:.0f} s: {}\n", c.job->name, secs, error);
+  };
+  const int64_t total = static_cast<int64_t>(jobs.size());
+  while (next < jobs.size() || !running.empty()) {
+    while (next < jobs.size() && static_cast<int64_t>(running.size()) < o.jobs &&
+           !stop_requested().load()) {
+      const RunJob& job = jobs[next++];
+      const auto lock = claim_counted(job, o, n);
+      if (!lock) continue;
+      ++started;
+      if (!o.quiet) {
+        fmt::print(
+            "[{}/{}] {}{}\n", started, total, job.name,
+            o.jobs > 1 ? fmt::format(" (log: {})", (fs::path(job.dir) / "log.txt").string()) : "");
+      }
+      const pid_t pid = start_child(job, *lock, o);
+      running[pid] = {&job, Clock::now()};
+      // `lock` closes here: the lock now lives exactly as long as the child.
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done == 0 || (done < 0 && errno == EINTR)) {
+      if (stop_requested().load() && !forwarded) {
+        for (const auto& [pid, c] : running) ::kill(pid, SIGTERM);
+        forwarded = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (done < 0) break;
+    auto it = running.find(done);
+    if (it == running.end()) continue;
+    finish(it->second, status);
+    running.erase(it);
+  }
+  n.out.interrupted += static_cast<int64_t>(jobs.size() - next);
+}
+
+}  // namespace
+
+void schedule_runs(const std::vector<RunJob>& jobs, const ScheduleOptions& o, SweepOutcome& out) {
+  Counter n{o, out};
+  if (o.in_process)
+    run_in_process(jobs, o, n);
+  else
+    run_children(jobs, o, n);
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,91 @@
+// Reading `sweep:` strictly: grid axes, zip groups, seeds, exclude entries.
+
+#include <fmt/format.h>
+
+#include "hybridlab/sweep.h"
+
+namespace hybridlab {
+namespace {
+
+// A sequence node of a sweep axis, or an error.
+bool axis_values(Section& s, const YAML::Node& n, const std::string& key, const std::string& where,
+                 std::vector<YAML::Node>& out) {
+  if (!n.IsSequence() || n.size() == 0) {
+    s.error(where,
+            fmt::format("'{}' must map to a non-empty list of values, e.g. [nope, rope]", key));
+    return false;
+  }
+  for (const auto& v : n) out.push_back(YAML::Clone(v));
+  return true;
+}
+
+}  // namespace
+
+SweepOptions read_sweep_options(Section s) {
+  SweepOptions o;
+  if (s.has("grid")) {
+    Section grid = s.child("grid");
+    for (const std::string& key : grid.keys()) {
+      grid.accept(key);
+      SweepAxis axis{key, {}, grid.location(key)};
+      if (axis_values(grid, grid.node()[key], key, key, axis.values)) o.grid.push_back(axis);
+    }
+    grid.finish();
+  }
+  s.accept("zip");
+  if (s.has("zip")) {
+    YAML::Node z = s.node()["zip"];
+    std::vector<YAML::Node> groups;
+    if (z.IsMap())
+      groups.push_back(z);
+    else if (z.IsSequence())
+      for (const auto& g : z) groups.push_back(g);
+    for (const auto& g : groups) {
+      if (!g.IsMap()) {
+        s.error("zip", "expected a map of key: [values] (or a list of such maps)");
+        continue;
+      }
+      std::vector<SweepAxis> group;
+      size_t len = 0;
+      for (const auto& kv : g) {
+        SweepAxis axis{kv.first.as<std::string>(), {}, s.location("zip")};
+        const auto m = kv.second.Mark();
+        if (!m.is_null()) axis.where.line = m.line + 1, axis.where.column = m.column + 1;
+        if (!axis_values(s, kv.second, axis.key, "zip", axis.values)) continue;
+        if (len && axis.values.size() != len) {
+          s.error("zip", fmt::format("lists of one zip group must have equal lengths; '{}' has {}, "
+                                     "the group's first list has {}",
+                                     axis.key, axis.values.size(), len));
+        }
+        len = axis.values.size();
+        group.push_back(axis);
+      }
+      if (!group.empty()) o.zip.push_back(group);
+    }
+  }
+  o.seeds = s.get<std::vector<int64_t>>("seeds", {});
+  s.accept("exclude");
+  if (s.has("exclude")) {
+    YAML::Node ex = s.node()["exclude"];
+    if (!ex.IsSequence())
+      s.error("exclude", "expected a list of maps {dotted.key: value, ...}");
+    else {
+      for (std::size_t i = 0; i < ex.size(); ++i) {
+        const YAML::Node e = ex[i];
+        if (!e.IsMap()) {
+          s.error("exclude", "each entry must be a map {dotted.key: value, ...}");
+          continue;
+        }
+        std::vector<std::pair<std::string, YAML::Node>> entry;
+        for (const auto& kv : e)
+          entry.emplace_back(kv.first.as<std::string>(), YAML::Clone(kv.second));
+        o.exclude.push_back(entry);
+        o.exclude_where.push_back(s.location("exclude." + std::to_string(i)));
+      }
+    }
+  }
+  s.finish();
+  return o;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,82 @@
+// RunFolder: the typed record round-trips; damaged files read as documented.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hybridlab/run_record.h"
+#include "runs_support.h"
+
+using namespace hybridlab;
+namespace fs = std::filesystem;
+
+TEST_CASE("run record: status, identity, source and results round-trip", "[runs][record]") {
+  runstest::TempDir tmp;
+  const RunFolder f((tmp.path / "r").string());
+  CHECK(f.status().state == RunState::kNew);
+  CHECK(!f.source());
+  CHECK(!f.results());
+
+  f.write_status(RunStatus{RunState::kInterrupted, "stopped at step 3", 1.5, 42});
+  const RunStatus s = f.status();
+  CHECK(s.state == RunState::kInterrupted);
+  CHECK(s.error == "stopped at step 3");
+  CHECK(s.wall_s == 1.5);
+  CHECK(s.pid == 42);
+  f.write_status(RunState::kTrained);
+  CHECK(f.status().state == RunState::kTrained);
+  CHECK(f.status().pid == ::getpid());
+
+  f.write_source("model: {d_model: 16}\n", RunIdentity{"exp", "r", {{"scheme", "rope"}}, "/x"});
+  CHECK(*f.source() == "model: {d_model: 16}\n");
+  CHECK(f.identity()->experiment == "exp");
+  CHECK(f.identity()->labels.at(0).second == "rope");
+  CHECK(f.identity()->config_dir == "/x");
+
+  RunResults r;
+  r.id = RunIdentity{"exp", "r", {{"scheme", "rope"}}, ""};
+  r.task = "mqar";
+  r.primary_metric = "accuracy";
+  r.train_length = 32;
+  r.params = 1234;
+  r.train = TrainRecord{12, 5, 2.686761234567891, 1000.5, 3.0, 2.0};
+  r.eval.push_back(LengthResult{64, 8, {{"accuracy", 0.25}, {"loss", 3.5}}, {1.0, 2.0}});
+  r.eval.push_back(LengthResult{32, 8, {{"accuracy", 0.5}, {"loss", 2.5}}, {}});
+  f.write_results(r);
+  const RunResults back = *f.results();
+  CHECK(back.id.run == "r");
+  CHECK(back.task == "mqar");
+  CHECK(back.params == 1234);
+  REQUIRE(back.train);
+  CHECK(back.train->final_loss == 2.686761234567891);  // exact: shortest round-trip doubles
+  CHECK(back.train->resumed_from == 5);
+  REQUIRE(back.eval.size() == 2u);
+  CHECK(back.eval[0].length == 32);  // ascending
+  CHECK(back.eval[1].metrics.at("accuracy") == 0.25);
+  CHECK(back.eval[1].examples == 8);
+  CHECK(back.eval[1].position_loss == std::vector<double>{1.0, 2.0});
+}
+
+TEST_CASE("run record: a damaged status reads as new, a damaged results.json is named",
+          "[runs][record]") {
+  runstest::TempDir tmp;
+  const RunFolder f(tmp.str());
+  std::ofstream(tmp.path / "status.json") << "{\"state\": \"finis";
+  CHECK(f.status().state == RunState::kNew);
+  std::ofstream(tmp.path / "results.json") << "[1, 2";
+  CHECK_THROWS_WITH(f.results(), Catch::Contains("unreadable results.json") &&
+                                     Catch::Contains((tmp.path / "results.json").string()));
+  const RunRecord rec = f.read();
+  CHECK(!rec.results);
+  CHECK_THAT(rec.results_error, Catch::Contains("unreadable results.json"));
+  // clear_training removes exactly what a fresh start must not see.
+  fs::create_directories(tmp.path / "checkpoint");
+  std::ofstream(tmp.path / "checkpoint" / "state.pt") << "x";
+  std::ofstream(tmp.path / "metrics.jsonl") << "{}\n";
+  f.clear_training();
+  CHECK(!fs::exists(tmp.path / "checkpoint"));
+  CHECK(!fs::exists(tmp.path / "metrics.jsonl"));
+  CHECK(!fs::exists(tmp.path / "results.json"));
+  CHECK(fs::exists(tmp.path / "status.json"));
+}
