@@ -81,7 +81,7 @@ std::string foreign_elf_reason(const std::string& file) {
     return id;
   }();
   ElfIdentity id;
-  if (!read_elf_identity(file, id)) return "it is not an ELF shared library";
+  if (!read_elf_identity(file, id)) return "it is not a shared library (no ELF header)";
   if (self.machine == 0) return "";  // cannot tell: let the loader decide
   if (id.machine != self.machine || id.elf_class != self.elf_class || id.data != self.data) {
     return "it is built for " + elf_machine_name(id.machine) +
