@@ -36,7 +36,8 @@ AttentionOptions read_attention_options(Section s, int64_t d_model, const Attent
             "n_heads (" + std::to_string(o.n_heads) + ") must divide d_model (" +
                 std::to_string(d_model) + "), or set head_dim explicitly");
   }
-  if (s.has("window")) s.check(o.window > 0, "window", "must be > 0 (omit it for full attention)");
+  // 0 is full attention: the default, and what the resolved config writes back out.
+  s.check(o.window >= 0, "window", "must be >= 0 (0 = full attention)");
   s.check(o.block_size > 0, "block_size", "must be > 0");
   s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
   s.finish();

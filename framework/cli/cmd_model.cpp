@@ -17,14 +17,14 @@ namespace {
 
 // task.seq_len and the longest eval length, read without validating the rest of the file.
 ModelBuildContext lengths_from(const Config& cfg) {
+  // A malformed value is left to the full read (`config show`) to report with its location.
   ModelBuildContext ctx;
-  const YAML::Node seq = cfg.lookup("task.seq_len");
-  if (seq.IsDefined() && seq.IsScalar()) ctx.train_length = seq.as<int64_t>();
+  Config probe = cfg.clone();
+  Section task = probe.section("task");
+  ctx.train_length = std::max<int64_t>(task.get<int64_t>("seq_len", 0), 0);
   ctx.max_length = ctx.train_length;
-  const YAML::Node lengths = cfg.lookup("eval.lengths");
-  if (lengths.IsDefined() && lengths.IsSequence()) {
-    for (const auto& n : lengths) ctx.max_length = std::max(ctx.max_length, n.as<int64_t>());
-  }
+  for (int64_t n : probe.section("eval").get<std::vector<int64_t>>("lengths", {}))
+    ctx.max_length = std::max(ctx.max_length, n);
   return ctx;
 }
 

@@ -57,6 +57,7 @@ class Config {
   void apply_override(const std::string& assignment, const std::string& origin = "command line");
 
   /// Sets `dotted_key` to `value` (replacing what was there), recording `where` for messages.
+  /// A null `value` removes the key instead, so that its reader's default applies.
   void set(const std::string& dotted_key, const YAML::Node& value, const Location& where);
 
   /// The value at `dotted_key`, or an undefined node (`!node.IsDefined()`) if absent.

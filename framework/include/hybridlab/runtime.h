@@ -15,6 +15,7 @@ struct RuntimeOptions {
   int interop_threads = 0;     ///< inter-op threads; 0 = LibTorch's default
   std::string device = "cpu";  ///< "cpu", "cuda" or "cuda:N"
   int64_t seed = 0;            ///< global seed (torch::manual_seed), per-run seeds derive from it
+  std::string device_where;    ///< where `device` was set ("file:line:col"), for messages
 };
 
 /// Reads `runtime:` (threads: auto|N, interop_threads, device: cpu|cuda[:N], seed).

@@ -65,6 +65,12 @@ class Task {
   virtual int64_t vocab_size() const = 0;
   /// The training length (task.seq_len), in tokens.
   virtual int64_t seq_len() const = 0;
+  /// Why the task cannot make examples of `length` tokens, without loading any data ("" when it
+  /// can). read_experiment reports it at task.seq_len / eval.lengths. Default: every length.
+  virtual std::string length_problem(int64_t length) const {
+    (void)length;
+    return "";
+  }
   /// Loads data and checks that every length in `eval_lengths` can be supplied. Throws DataError
   /// naming the limit (e.g. "longest validation document is 14,713 bytes") or ConfigError when a
   /// length is too short for the task's layout. Idempotent.

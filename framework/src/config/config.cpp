@@ -3,6 +3,7 @@
 #include "hybridlab/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,31 +65,71 @@ Location mark_location(const std::string& file, const YAML::Mark& m) {
   return Location{file, m.line + 1, m.column + 1};
 }
 
-// Records the location of every map key under `node` and refuses duplicate keys (yaml-cpp keeps
-// both silently and returns the first: see reference/cpp_conventions.md section 3).
+// A config is a few hundred values; anything past this is an alias bomb ("billion laughs": each
+// anchor repeats the previous one ten times) or a generated file that does not belong here.
+// yaml-cpp shares aliased nodes, so parsing is cheap; walking, copying or printing the tree is
+// what explodes, so the walk below counts every value it visits and stops at the limit.
+constexpr std::size_t kMaxConfigValues = 100000;
+constexpr std::uintmax_t kMaxConfigBytes = 16u << 20;
+
+struct IndexBudget {
+  std::size_t visited = 0;
+};
+
+std::string node_text_for_key(const YAML::Node& key) { return detail::quote_value(key, 40); }
+
+// Records the location of every map key under `node` and refuses what a config never needs:
+// duplicate keys (yaml-cpp keeps both silently and returns the first: see
+// reference/cpp_conventions.md section 3), keys that are not plain names, YAML tags (`!!str 20`,
+// `!foo`: one spelling per type, see section.cpp), and trees that expand past kMaxConfigValues.
 void index_node(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                std::map<std::string, Location>& locations) {
+                std::map<std::string, Location>& locations, IndexBudget& budget) {
+  if (++budget.visited > kMaxConfigValues) {
+    throw ConfigError(mark_location(file, node.Mark()).str() + ": " +
+                      (prefix.empty() ? std::string("the file") : prefix) +
+                      ": the configuration expands to more than " +
+                      std::to_string(kMaxConfigValues) +
+                      " values (aliases repeating aliases, a 'billion laughs'?); write the "
+                      "values out, or share settings with `extends`");
+  }
+  const std::string& tag = node.Tag();
+  if (!tag.empty() && tag != "?" && tag != "!") {
+    throw ConfigError(mark_location(file, node.Mark()).str() + ": " +
+                      (prefix.empty() ? std::string("the file") : prefix) + ": YAML tag '" + tag +
+                      "' is not accepted: values have one spelling per type (write 20, not "
+                      "!!str 20; quote a value to make it a string)");
+  }
   if (node.IsSequence()) {  // list entries are located as <key>.<index>
     for (std::size_t i = 0; i < node.size(); ++i) {
       const std::string path = join_path(prefix, std::to_string(i));
       locations[path] = mark_location(file, node[i].Mark());
-      index_node(node[i], path, file, locations);
+      index_node(node[i], path, file, locations, budget);
     }
     return;
   }
   if (!node.IsMap()) return;
   std::set<std::string> seen;
   for (const auto& kv : node) {
-    const std::string key = kv.first.Scalar();
     const Location loc = mark_location(file, kv.first.Mark());
+    if (!kv.first.IsScalar()) {
+      throw ConfigError(loc.str() + ": " + (prefix.empty() ? std::string("the file") : prefix) +
+                        ": a key must be a name, got '" + node_text_for_key(kv.first) + "'");
+    }
+    const std::string key = kv.first.Scalar();
     if (!seen.insert(key).second) {
       throw ConfigError(loc.str() + ": " + join_path(prefix, key) +
                         ": duplicate key (each key may appear once in a map; remove one)");
     }
     const std::string path = join_path(prefix, key);
     locations[path] = loc;
-    index_node(kv.second, path, file, locations);
+    index_node(kv.second, path, file, locations, budget);
   }
+}
+
+void index_node(const YAML::Node& node, const std::string& prefix, const std::string& file,
+                std::map<std::string, Location>& locations) {
+  IndexBudget budget;
+  index_node(node, prefix, file, locations, budget);
 }
 
 // dst <- src: maps merge key by key, anything else is replaced.
@@ -108,7 +149,14 @@ void merge_into(YAML::Node dst, const YAML::Node& src) {
 
 YAML::Node parse_text(const std::string& text, const std::string& name) {
   try {
-    YAML::Node n = YAML::Load(text);
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      throw ConfigError(mark_location(name, docs[1].Mark()).str() +
+                        ": a second YAML document (after '---'); a config file holds one "
+                        "document: merge them, or put the shared part in a base file and use "
+                        "`extends`");
+    }
+    YAML::Node n = docs.empty() ? YAML::Node() : docs.front();
     if (n.IsNull() || !n.IsDefined()) return YAML::Node(YAML::NodeType::Map);
     if (!n.IsMap()) {
       throw ConfigError(
@@ -118,6 +166,8 @@ YAML::Node parse_text(const std::string& text, const std::string& name) {
     return n;
   } catch (const YAML::ParserException& e) {
     throw ConfigError(mark_location(name, e.mark).str() + ": YAML syntax error: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(mark_location(name, e.mark).str() + ": cannot read the YAML: " + e.msg);
   }
 }
 
@@ -127,11 +177,25 @@ void load_into(ConfigState& st, const YAML::Node& doc, const std::string& name,
 void load_file_into(ConfigState& st, const std::string& path, const std::string& referrer,
                     std::vector<std::string>& chain) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
+  const fs::file_status status = fs::status(path, ec);
+  if (ec && ec.value() == ELOOP) {
+    throw ConfigError(referrer + "config file '" + path + "' is a loop of symbolic links");
+  }
+  if (!fs::exists(status)) {
     throw ConfigError(referrer + "config file '" + path + "' does not exist");
   }
-  if (fs::is_directory(path, ec)) {
+  if (fs::is_directory(status)) {
     throw ConfigError(referrer + "'" + path + "' is a folder, not a YAML config file");
+  }
+  if (!fs::is_regular_file(status)) {
+    // A device (/dev/zero never ends), a pipe or a socket: reading it could hang or never stop.
+    throw ConfigError(referrer + "'" + path +
+                      "' is not a regular file (a device, pipe or socket); give a YAML file");
+  }
+  if (fs::file_size(path, ec) > kMaxConfigBytes) {
+    throw ConfigError(referrer + "config file '" + path + "' is " +
+                      std::to_string(fs::file_size(path, ec)) + " bytes; a config is at most " +
+                      std::to_string(kMaxConfigBytes) + " bytes");
   }
   std::ifstream in(path);
   if (!in) throw ConfigError(referrer + "cannot read config file '" + path + "'");
@@ -184,6 +248,44 @@ void load_into(ConfigState& st, const YAML::Node& doc, const std::string& name,
   for (const auto& [k, v] : locs) st.locations[k] = v;
 }
 
+void unset_key(ConfigState& st, const std::string& dotted_key) {
+  const auto parts = detail::split_path(dotted_key);
+  YAML::Node cur = st.tree;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    const YAML::Node& c = cur;
+    YAML::Node next = c[parts[i]];
+    if (!next.IsDefined() || !next.IsMap()) return;
+    cur.reset(next);
+  }
+  if (!parts.empty() && cur.IsMap()) cur.remove(parts.back());
+  for (auto it = st.locations.begin(); it != st.locations.end();) {
+    if (it->first == dotted_key || it->first.rfind(dotted_key + ".", 0) == 0) {
+      it = st.locations.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// An override value: one YAML document of flow text, checked like a file (tags, key names, size).
+YAML::Node parse_override_value(const std::string& text, const std::string& origin) {
+  std::vector<YAML::Node> docs = YAML::LoadAll(text);
+  if (docs.size() > 1) {
+    throw ConfigError(origin + ": the value holds more than one YAML document");
+  }
+  YAML::Node value = docs.empty() ? YAML::Node(YAML::NodeType::Null) : docs.front();
+  std::map<std::string, Location> ignored;
+  try {
+    index_node(value, "", origin, ignored);
+  } catch (const ConfigError& e) {
+    // Lines and columns of the value's text mean nothing on a command line: name the override.
+    std::string msg = e.what();
+    const auto colon = msg.find(": ", origin.size());
+    throw ConfigError(origin + msg.substr(colon == std::string::npos ? msg.size() : colon));
+  }
+  return value;
+}
+
 }  // namespace
 
 Config::Config() : state_(std::make_shared<ConfigState>()) {}
@@ -206,7 +308,13 @@ Config Config::parse(const std::string& text, const std::string& name) {
 
 void Config::apply_override(const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
-  const Location where{origin + " override '" + assignment + "'", 0, 0};
+  // Messages quote the assignment; a huge value is cut so that every message stays short.
+  constexpr size_t kQuoted = 100;
+  const std::string shown = assignment.size() <= kQuoted
+                                ? assignment
+                                : assignment.substr(0, kQuoted) + "... (" +
+                                      std::to_string(assignment.size()) + " characters)";
+  const Location where{origin + " override '" + shown + "'", 0, 0};
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError(where.file + ": expected key=value, e.g. model.d_model=512");
   }
@@ -224,10 +332,14 @@ void Config::apply_override(const std::string& assignment, const std::string& or
   }
   YAML::Node value;
   try {
-    value = YAML::Load(text);
+    value = parse_override_value(text, where.file);
   } catch (const YAML::Exception& e) {
     throw ConfigError(where.file + ": the value is not valid YAML: " + e.msg +
                       " (lists are written [a,b], maps {k: v})");
+  }
+  if (value.IsNull()) {
+    unset_key(*state_, key);  // KEY=null: back to the default
+    return;
   }
   set(key, value, where);
 }
@@ -237,6 +349,10 @@ void Config::set(const std::string& dotted_key, const YAML::Node& value, const L
   if (parts.empty() ||
       std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
     throw ConfigError(where.str() + ": '" + dotted_key + "' is not a valid dotted key");
+  }
+  if (value.IsNull()) {  // an override or sweep value of null: back to the reader's default
+    unset_key(*state_, dotted_key);
+    return;
   }
   detail::set_path(state_->tree, parts, YAML::Clone(value));
   // Locations under the replaced key are stale now.
@@ -248,6 +364,13 @@ void Config::set(const std::string& dotted_key, const YAML::Node& value, const L
     }
   }
   state_->locations[dotted_key] = where;
+  // Maps the assignment created (`foo` of `foo.bar=1`) were set there too: an unknown `foo` is
+  // blamed on the command line, not on the file.
+  std::string prefix;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix += (i ? "." : "") + parts[i];
+    state_->locations.emplace(prefix, where);
+  }
 }
 
 YAML::Node Config::lookup(const std::string& dotted_key) const {
@@ -303,10 +426,14 @@ void Config::raise_errors() const {
   if (state_->errors.size() > 1) {
     msg = std::to_string(state_->errors.size()) + " problems in the configuration:\n";
   }
-  for (size_t i = 0; i < state_->errors.size(); ++i) {
+  // Past a screenful the rest are more of the same: name how many, not each.
+  constexpr size_t kShown = 40;
+  const size_t n = state_->errors.size();
+  for (size_t i = 0; i < std::min(n, kShown); ++i) {
     if (i) msg += "\n";
     msg += state_->errors[i];
   }
+  if (n > kShown) msg += "\n... and " + std::to_string(n - kShown) + " more problems";
   throw ConfigError(msg);
 }
 

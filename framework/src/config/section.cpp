@@ -1,13 +1,18 @@
 // Section: the strict reader over one map of the configuration.
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "config/config_state.h"
 #include "hybridlab/config.h"
 
 namespace hybridlab {
+using detail::quote_value;
+using detail::shortest_double;
 
 Section::Section(std::shared_ptr<detail::ConfigState> state, std::string path, YAML::Node node)
     : state_(std::move(state)),
@@ -17,7 +22,7 @@ Section::Section(std::shared_ptr<detail::ConfigState> state, std::string path, Y
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
     const Location loc = config().location(path_);
     const std::string line =
-        loc.str() + ": " + path_ + ": expected a map of keys, got '" + YAML::Dump(node_) + "'";
+        loc.str() + ": " + path_ + ": expected a map of keys, got '" + quote_value(node_) + "'";
     if (state_->error_set.insert(line).second) state_->errors.push_back(line);
     node_ = YAML::Node(YAML::NodeType::Null);
   }
@@ -35,6 +40,13 @@ YAML::Node Section::value(const std::string& key) const {
 
 bool Section::has(const std::string& key) const {
   const YAML::Node v = value(key);
+  if (v.IsDefined() && v.IsNull()) {
+    // A key written with no value (`key:` or `key: ~`) is an error, never a silent default.
+    const std::string line = location(key).str() + ": " + key_path(key) +
+                             ": the key has no value; give one, or remove the key to use the "
+                             "default (on the command line, KEY=null removes a key)";
+    if (state_->error_set.insert(line).second) state_->errors.push_back(line);
+  }
   return v.IsDefined() && !v.IsNull();
 }
 
@@ -58,7 +70,9 @@ Location Section::location(const std::string& key) const {
 }
 
 void Section::error(const std::string& key, const std::string& message) {
-  const std::string line = location(key).str() + ": " + key_path(key) + ": " + message;
+  constexpr size_t kMaxLine = 2000;  // a message quoting a huge value stays one readable line
+  std::string line = location(key).str() + ": " + key_path(key) + ": " + message;
+  if (line.size() > kMaxLine) line = line.substr(0, kMaxLine) + "... (message cut)";
   if (state_->error_set.insert(line).second) state_->errors.push_back(line);
 }
 
@@ -86,18 +100,12 @@ void Section::record_resolved(const std::string& key, const YAML::Node& value) {
 }
 
 // ---- conversions
+//
+// One spelling per type (YAML 1.2 core schema, narrowed): a bool is `true` or `false`, an integer
+// is decimal digits with an optional sign, a number is decimal with an optional exponent. A quoted
+// scalar is a string, never a number or a bool. Tags were refused when the file was loaded.
 
 namespace {
-template <class T>
-bool scalar_as(const YAML::Node& n, T& out) {
-  if (!n.IsScalar()) return false;
-  try {
-    out = n.as<T>();
-    return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
-}
 
 template <class T>
 YAML::Node flow_seq(const std::vector<T>& v) {
@@ -107,67 +115,212 @@ YAML::Node flow_seq(const std::vector<T>& v) {
   return n;
 }
 
-template <class T>
-bool seq_as(const YAML::Node& n, std::vector<T>& out) {
+// yaml-cpp marks a quoted (or block) scalar with the non-specific tag "!", a plain one with "?";
+// nodes built in code have no tag and count as plain.
+bool is_plain(const YAML::Node& n) { return n.Tag() != "!"; }
+
+bool plain_scalar(const YAML::Node& n, std::string& text) {
+  if (!n.IsScalar() || !is_plain(n)) return false;
+  text = n.Scalar();
+  return true;
+}
+
+bool is_decimal_integer(const std::string& t) {
+  size_t i = (!t.empty() && (t[0] == '-' || t[0] == '+')) ? 1 : 0;
+  if (i == t.size()) return false;
+  for (; i < t.size(); ++i) {
+    if (t[i] < '0' || t[i] > '9') return false;
+  }
+  return true;
+}
+
+bool is_decimal_number(const std::string& t) {
+  size_t i = (!t.empty() && (t[0] == '-' || t[0] == '+')) ? 1 : 0;
+  size_t digits = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+    size_t exp_digits = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == t.size();
+}
+
+bool is_yaml_nonfinite(const std::string& t) {
+  static const char* const spellings[] = {".inf",  ".Inf",  ".INF",  "+.inf", "+.Inf", "+.INF",
+                                          "-.inf", "-.Inf", "-.INF", ".nan",  ".NaN",  ".NAN"};
+  for (const char* s : spellings) {
+    if (t == s) return true;
+  }
+  return false;
+}
+
+bool read_int64(const YAML::Node& n, int64_t& out) {
+  std::string t;
+  if (!plain_scalar(n, t) || !is_decimal_integer(t)) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(t.c_str(), &end, 10);
+  if (errno == ERANGE) return false;
+  out = static_cast<int64_t>(v);
+  return true;
+}
+
+bool read_bool(const YAML::Node& n, bool& out) {
+  std::string t;
+  if (!plain_scalar(n, t) || (t != "true" && t != "false")) return false;
+  out = t == "true";
+  return true;
+}
+
+bool read_double(const YAML::Node& n, double& out) {
+  std::string t;
+  if (!plain_scalar(n, t) || !is_decimal_number(t)) return false;
+  errno = 0;
+  const double v = std::strtod(t.c_str(), nullptr);
+  if (!std::isfinite(v)) return false;  // 1e400 overflows to inf
+  out = v;
+  return true;
+}
+
+bool read_string(const YAML::Node& n, std::string& out) {
+  if (!n.IsScalar()) return false;
+  out = n.Scalar();
+  return true;
+}
+
+template <class T, class Read>
+bool seq_as(const YAML::Node& n, std::vector<T>& out, Read read) {
   if (!n.IsSequence()) return false;
   out.clear();
   for (const auto& e : n) {
     T v{};
-    if (!scalar_as(e, v)) return false;
+    if (!read(e, v)) return false;
     out.push_back(v);
   }
   return true;
 }
+
+// Why a scalar was refused, beyond "expected <type>": the spelling rules above, spelled out.
+std::string spelling_hint(const YAML::Node& n, const std::string& expected) {
+  if (n.IsSequence()) {
+    for (const auto& e : n) {
+      if (std::string h = spelling_hint(e, expected); !h.empty()) return h;
+    }
+    return "";
+  }
+  if (!n.IsScalar()) return "";
+  if (!is_plain(n) && expected.find("string") == std::string::npos) {
+    return " (a quoted value is a string; write it without quotes)";
+  }
+  if (is_yaml_nonfinite(n.Scalar()) && expected.find("number") != std::string::npos) {
+    return " (.inf and .nan are refused)";
+  }
+  return "";
+}
+
+// `ok`, or false with the reason for the refusal appended to `expected`.
+bool hinted(bool ok, const YAML::Node& n, std::string& expected) {
+  if (!ok) expected += spelling_hint(n, expected);
+  return ok;
+}
+
 }  // namespace
 
-bool Section::convert(const YAML::Node& n, bool& out, std::string& expected) {
-  expected = "true or false";
-  return scalar_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, int& out, std::string& expected) {
-  expected = "an integer";
-  return scalar_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, int64_t& out, std::string& expected) {
-  expected = "an integer";
-  return scalar_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, double& out, std::string& expected) {
-  expected = "a number";
-  return scalar_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, std::string& out, std::string& expected) {
-  expected = "a string";
-  return scalar_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, std::vector<int64_t>& out, std::string& expected) {
-  expected = "a list of integers, e.g. [256, 512]";
-  return seq_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, std::vector<double>& out, std::string& expected) {
-  expected = "a list of numbers, e.g. [1.0, 2.5]";
-  return seq_as(n, out);
-}
-bool Section::convert(const YAML::Node& n, std::vector<std::string>& out, std::string& expected) {
-  expected = "a list of strings, e.g. [a, b]";
-  return seq_as(n, out);
-}
+namespace detail {
 
-YAML::Node Section::to_node(bool v) { return YAML::Node(v); }
-YAML::Node Section::to_node(int v) { return YAML::Node(v); }
-YAML::Node Section::to_node(int64_t v) { return YAML::Node(v); }
-YAML::Node Section::to_node(double v) {
+std::string shortest_double(double v) {
   // The shortest text that reads back as the same double (0.004, not 0.0040000000000000001).
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
   char buf[32];
   for (int precision = 6; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;
   }
-  return YAML::Node(std::string(buf));
+  std::string out(buf);
+  // Keep it a number to a YAML reader and to our own: "1e-08" is fine, "1" stays "1".
+  return out;
 }
+
+std::string quote_value(const YAML::Node& n, size_t max_chars) {
+  std::string text;
+  try {
+    text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
+  } catch (const std::exception&) {
+    text = "<unprintable>";
+  }
+  if (text.size() > max_chars) {
+    text = text.substr(0, max_chars) + "... (" + std::to_string(text.size()) + " characters)";
+  }
+  return text;
+}
+
+}  // namespace detail
+
+bool Section::convert(const YAML::Node& n, bool& out, std::string& expected) {
+  expected = "true or false";
+  return hinted(read_bool(n, out), n, expected);
+}
+bool Section::convert(const YAML::Node& n, int& out, std::string& expected) {
+  expected = "an integer";
+  int64_t v = 0;
+  if (!read_int64(n, v)) return hinted(false, n, expected);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    expected = "an integer between " + std::to_string(std::numeric_limits<int>::min()) + " and " +
+               std::to_string(std::numeric_limits<int>::max());
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+bool Section::convert(const YAML::Node& n, int64_t& out, std::string& expected) {
+  expected = "an integer";
+  if (read_int64(n, out)) return true;
+  if (n.IsScalar() && is_plain(n) && is_decimal_integer(n.Scalar())) {
+    expected = "an integer between -9223372036854775808 and 9223372036854775807";
+  }
+  return hinted(false, n, expected);
+}
+bool Section::convert(const YAML::Node& n, double& out, std::string& expected) {
+  expected = "a finite number";
+  return hinted(read_double(n, out), n, expected);
+}
+bool Section::convert(const YAML::Node& n, std::string& out, std::string& expected) {
+  expected = "a string";
+  return read_string(n, out);
+}
+bool Section::convert(const YAML::Node& n, std::vector<int64_t>& out, std::string& expected) {
+  expected = "a list of integers, e.g. [256, 512]";
+  return hinted(seq_as(n, out, read_int64), n, expected);
+}
+bool Section::convert(const YAML::Node& n, std::vector<double>& out, std::string& expected) {
+  expected = "a list of finite numbers, e.g. [1.0, 2.5]";
+  return hinted(seq_as(n, out, read_double), n, expected);
+}
+bool Section::convert(const YAML::Node& n, std::vector<std::string>& out, std::string& expected) {
+  expected = "a list of strings, e.g. [a, b]";
+  return seq_as(n, out, read_string);
+}
+
+YAML::Node Section::to_node(bool v) { return YAML::Node(v); }
+YAML::Node Section::to_node(int v) { return YAML::Node(v); }
+YAML::Node Section::to_node(int64_t v) { return YAML::Node(v); }
+YAML::Node Section::to_node(double v) { return YAML::Node(shortest_double(v)); }
 YAML::Node Section::to_node(const std::string& v) { return YAML::Node(v); }
 YAML::Node Section::to_node(const std::vector<int64_t>& v) { return flow_seq(v); }
-YAML::Node Section::to_node(const std::vector<double>& v) { return flow_seq(v); }
+YAML::Node Section::to_node(const std::vector<double>& v) {
+  std::vector<std::string> text;
+  for (double x : v) text.push_back(shortest_double(x));
+  return flow_seq(text);
+}
 YAML::Node Section::to_node(const std::vector<std::string>& v) { return flow_seq(v); }
 
 }  // namespace hybridlab

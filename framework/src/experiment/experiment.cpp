@@ -4,12 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
 
+#include "config/config_state.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
+#include "layers/mlp.h"
 #include "model/model_options.h"
 
 namespace hybridlab {
@@ -77,11 +81,82 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   return o;
 }
 
+// Physical memory of this machine in bytes (0 if unknown).
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / (1ull << 30)); }
+
+// Sizes no run can hold are refused here, at the key, rather than by LibTorch mid-run. The
+// figures are lower bounds from the quantities `model summary` reports (parameters; floats kept
+// per token: residual stream, mixer and MLP activations, logits), in float32: parameters with
+// gradients and Adam's two moments take 16 bytes each; training keeps every layer's activations
+// for the backward pass; evaluation holds one layer at a time plus the logits. A bound below
+// what is really needed never refuses a run that fits.
+void check_sizes(Section root, const Experiment& e) {
+  if (!e.model || !e.task) return;
+  // What the task can generate, known without loading data.
+  if (const std::string p = e.task->length_problem(e.task->seq_len()); !p.empty()) {
+    root.child("task").error("seq_len", "task " + e.task->name() + ": " + p);
+  }
+  for (int64_t L : e.eval.lengths) {
+    if (const std::string p = e.task->length_problem(L); !p.empty()) {
+      root.child("eval").error("lengths", "task " + e.task->name() + ": " + p);
+    }
+  }
+  const double memory = physical_memory_bytes();
+  if (memory <= 0) return;
+  const ModelOptions& m = *e.model;
+  const double d = static_cast<double>(m.d_model);
+  // (mlp_hidden_size works in int64: keep absurd widths away from its rounding arithmetic)
+  const double hidden =
+      m.d_model < (int64_t{1} << 40) ? static_cast<double>(mlp_hidden_size(m.mlp, m.d_model)) : d;
+  const double layers = static_cast<double>(m.layers.size());
+  const double vocab = static_cast<double>(m.vocab_size);
+  const double params =
+      vocab * d * (m.tie_embeddings ? 1 : 2) + layers * (4 * d * d + 3 * d * hidden);
+  Section model = root.child("model");
+  if (params * 16 > memory) {
+    model.error("d_model",
+                fmt::format("the model has at least {:.3g} parameters: training needs at least {} "
+                            "(weights, gradients, Adam moments), this machine has {}",
+                            params, gib(params * 16), gib(memory)));
+    return;
+  }
+  const double layer_floats = 4 * d + 2 * hidden;  // per token, one layer, lower bound
+  const double seq = static_cast<double>(e.task->seq_len());
+  const double train_bytes =
+      4 * static_cast<double>(e.train.batch_size) * seq * (layers * layer_floats + vocab);
+  if (params * 16 + train_bytes > memory) {
+    Section task = root.child("task");
+    task.error("seq_len",
+               fmt::format("training at seq_len {} with train.batch_size {} needs at least {} of "
+                           "activations (about {} floats per token), this machine has {}; lower "
+                           "task.seq_len or train.batch_size",
+                           e.task->seq_len(), e.train.batch_size, gib(train_bytes),
+                           fmt::format("{:.3g}", layers * layer_floats + vocab), gib(memory)));
+  }
+  Section eval = root.child("eval");
+  for (int64_t L : e.eval.lengths) {
+    const double eval_bytes =
+        params * 4 + 4 * static_cast<double>(L) * (layer_floats + vocab + layers * 2 * d);
+    if (eval_bytes > memory) {
+      eval.error("lengths",
+                 fmt::format("length {} needs at least {} to evaluate one sequence, this machine "
+                             "has {}; lower it",
+                             L, gib(eval_bytes), gib(memory)));
+    }
+  }
+}
+
 }  // namespace
 
 std::string experiment_name(const Config& cfg) {
   const YAML::Node n = cfg.lookup("name");
-  if (n.IsDefined() && n.IsScalar()) return n.as<std::string>();
+  if (n.IsDefined() && n.IsScalar()) return n.Scalar();
   const std::string stem = fs::path(cfg.file()).stem().string();
   return stem.empty() ? "experiment" : folder_name(stem);
 }
@@ -137,6 +212,7 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   e.train = read_train_options(root.child("train"));
   e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);
   e.runtime = read_runtime_options(root.child("runtime"));
+  if (cfg.errors().empty()) check_sizes(root, e);
   Section plugins = root.child("plugins");  // read again by make_plugin_host
   plugins.get<std::vector<std::string>>("paths", {});
   plugins.finish();

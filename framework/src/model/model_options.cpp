@@ -1,5 +1,8 @@
 // read_model_options: the `model:` section, the layer pattern and the per-layer overrides.
 
+#include <fmt/format.h>
+
+#include <cctype>
 #include <map>
 
 #include "model/model_options.h"
@@ -18,6 +21,21 @@ bool parse_index(const std::string& text, int64_t& out) {
     return false;
   }
   return used == text.size();
+}
+
+// More layers than any model here needs; a typo in `repeat` (1000000) must not build them.
+constexpr int64_t kMaxLayers = 4096;
+
+// "letter 'X' (at 19,999 of 20,000 positions, first at 3) names no mixer".
+std::string letter_error(char letter, size_t count, size_t first, size_t length) {
+  std::string shown = std::isprint(static_cast<unsigned char>(letter))
+                          ? std::string(1, letter)
+                          : fmt::format("\\x{:02x}", static_cast<unsigned char>(letter));
+  if (count == 1) {
+    return fmt::format("letter '{}' (character {} of {}) names no mixer", shown, first, length);
+  }
+  return fmt::format("letter '{}' (at {} of {} positions, first at {}) names no mixer", shown,
+                     count, length, first);
 }
 
 }  // namespace
@@ -56,30 +74,54 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     for (const std::string& item : s.get<std::vector<std::string>>("layers", {}))
       add(item, s, "layers");
   } else if (layers_node.IsScalar()) {
-    for (char c : s.get<std::string>("layers", "")) add(std::string(1, c), s, "layers");
+    const std::string letters = s.get<std::string>("layers", "");
+    std::map<char, std::pair<size_t, size_t>> unknown;
+    for (size_t i = 0; i < letters.size(); ++i) {
+      if (const MixerType* t = registry.find(std::string(1, letters[i]))) {
+        types.push_back(t);
+      } else {
+        auto [it, fresh] = unknown.emplace(letters[i], std::make_pair(size_t{0}, i + 1));
+        ++it->second.first;
+      }
+    }
+    for (const auto& [letter, seen] : unknown) {
+      s.error("layers", letter_error(letter, seen.first, seen.second, letters.size()) +
+                            "; known letters: " + registry.names());
+    }
   } else {
     Section ls = s.child("layers");
     const std::string pattern = ls.required<std::string>("pattern");
     const int64_t repeat = ls.get<int64_t>("repeat", 1);
     ls.check(repeat >= 1, "repeat", "must be >= 1");
     ls.finish();
-    for (int64_t r = 0; r < std::max<int64_t>(repeat, 1); ++r) {
-      for (size_t i = 0; i < pattern.size(); ++i) {
-        const MixerType* t = registry.find(std::string(1, pattern[i]));
-        if (!t) {
-          if (r == 0) {
-            ls.error("pattern", "letter '" + std::string(1, pattern[i]) + "' (character " +
-                                    std::to_string(i + 1) + " of \"" + pattern +
-                                    "\") names no mixer; known letters: " + registry.names());
-          }
-          continue;
-        }
-        types.push_back(t);
+    // One message per unknown letter, however often it occurs: a long pattern with a typo
+    // would otherwise print one line (quoting the whole pattern) per character.
+    std::vector<const MixerType*> once;
+    std::map<char, std::pair<size_t, size_t>> unknown;  // letter -> (count, first position)
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      const MixerType* t = registry.find(std::string(1, pattern[i]));
+      if (!t) {
+        auto [it, fresh] = unknown.emplace(pattern[i], std::make_pair(size_t{0}, i + 1));
+        ++it->second.first;
+        continue;
       }
+      once.push_back(t);
     }
+    for (const auto& [letter, seen] : unknown) {
+      ls.error("pattern", letter_error(letter, seen.first, seen.second, pattern.size()) +
+                              "; known letters: " + registry.names());
+    }
+    const int64_t copies = unknown.empty() ? std::max<int64_t>(repeat, 1) : 1;
+    for (int64_t r = 0; r < copies && static_cast<int64_t>(types.size()) <= kMaxLayers; ++r)
+      types.insert(types.end(), once.begin(), once.end());
   }
   s.check(!types.empty() || !s.config().errors().empty(), "layers",
           "the model needs at least one layer");
+  if (static_cast<int64_t>(types.size()) > kMaxLayers) {
+    s.error("layers", "the model has " + std::to_string(types.size()) + " layers; at most " +
+                          std::to_string(kMaxLayers) + " are supported");
+    types.resize(kMaxLayers);
+  }
 
   // ---- base options of each mixer type used (or configured)
   const ModelDims dims{o->d_model};
@@ -98,6 +140,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   if (s.has("overrides")) {
     Section ov = s.child("overrides");
     const int64_t n = static_cast<int64_t>(o->layers.size());
+    std::map<int64_t, std::string> claimed;  // layer index -> the key that named it first
     for (const std::string& key : ov.keys()) {
       int64_t index = 0;
       if (!parse_index(key, index)) {
@@ -111,6 +154,13 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
         ov.accept(key);
         ov.error(key, "override index " + key + " is past the last layer: the model has " +
                           std::to_string(n) + " layers (indices 0.." + std::to_string(n - 1) + ")");
+        continue;
+      }
+      if (auto [it, fresh] = claimed.emplace(at, key); !fresh) {
+        ov.accept(key);
+        ov.error(key, "names layer " + std::to_string(at) + ", which the override '" + it->second +
+                          "' at " + ov.location(it->second).str() +
+                          " already names; merge the two into one override");
         continue;
       }
       LayerSpec& layer = o->layers[static_cast<size_t>(at)];

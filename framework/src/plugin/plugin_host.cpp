@@ -8,8 +8,10 @@
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -28,9 +30,75 @@ bool looks_like_path(const std::string& s) {
          (s.size() > 3 && s.compare(s.size() - 3, 3, ".so") == 0);
 }
 
-// Reads the ELF symbol table without running any code of the file: is it one of ours?
-// Returns "" if so, else the reason it is not.
+// The ELF class (32/64-bit), byte order and machine of a file's header (ELF spec, "ELF Header":
+// e_ident[EI_CLASS], e_ident[EI_DATA], e_machine at offset 18). false if it is no ELF file.
+struct ElfIdentity {
+  unsigned char elf_class = 0;
+  unsigned char data = 0;
+  uint16_t machine = 0;
+};
+
+bool read_elf_identity(const std::string& file, ElfIdentity& out) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char h[20] = {};
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) return false;
+  if (h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return false;
+  out.elf_class = h[4];
+  out.data = h[5];
+  out.machine = out.data == 2 ? static_cast<uint16_t>(h[18] << 8 | h[19])
+                              : static_cast<uint16_t>(h[19] << 8 | h[18]);
+  return true;
+}
+
+std::string elf_machine_name(uint16_t m) {
+  switch (m) {
+    case 3:
+      return "x86 (32-bit)";
+    case 40:
+      return "ARM (32-bit)";
+    case 62:
+      return "x86-64";
+    case 183:
+      return "AArch64";
+    case 243:
+      return "RISC-V";
+    case 21:
+      return "PowerPC 64";
+    case 22:
+      return "IBM S/390";
+    default:
+      return "ELF machine " + std::to_string(m);
+  }
+}
+
+// "" when `file` is an ELF object this process can load (same class, byte order, machine as the
+// running executable), else why not. A foreign file is skipped: dlopen would fail with a
+// misleading message (glibc says "No such file or directory" for some of them).
+std::string foreign_elf_reason(const std::string& file) {
+  static const ElfIdentity self = [] {
+    ElfIdentity id;
+    read_elf_identity("/proc/self/exe", id);
+    return id;
+  }();
+  ElfIdentity id;
+  if (!read_elf_identity(file, id)) return "it is not a shared library (no ELF header)";
+  if (self.machine == 0) return "";  // cannot tell: let the loader decide
+  if (id.machine != self.machine || id.elf_class != self.elf_class || id.data != self.data) {
+    return "it is built for " + elf_machine_name(id.machine) +
+           (id.elf_class == 1 ? " (32-bit)" : "") + ", this hybridlab runs on " +
+           elf_machine_name(self.machine) + "; rebuild it for this machine";
+  }
+  return "";
+}
+
+// Reads the ELF header and symbol table without running any code of the file: is it one of
+// ours? Returns "" if so, else the reason it is not.
 std::string not_a_plugin_reason(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return "it is not a regular file";
+  }
+  if (const std::string why = foreign_elf_reason(file.string()); !why.empty()) return why;
   try {
     boost::dll::library_info info(file, true);
     const auto symbols = info.symbols("boostdll");
@@ -71,6 +139,9 @@ struct PluginHost::Impl {
 
 LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   std::error_code ec;
+  if (!fs::exists(path, ec) && ec.value() == ELOOP) {
+    throw PluginError("plugin file '" + path + "' is a loop of symbolic links");
+  }
   if (!fs::exists(path, ec)) {
     throw PluginError("plugin file '" + path + "' does not exist");
   }
@@ -122,6 +193,9 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
 
 void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
   std::error_code ec;
+  if (!fs::exists(dir, ec) && ec.value() == ELOOP) {
+    throw PluginError("plugin folder '" + dir + "' is a loop of symbolic links");
+  }
   if (!fs::exists(dir, ec)) {
     if (must_exist) throw PluginError("plugin folder '" + dir + "' does not exist");
     return;
@@ -263,8 +337,15 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
   std::shared_ptr<PositionScheme> made;
   try {
     made = factory(params, ctx);
-  } catch (const ConfigError&) {
-    throw;
+  } catch (const ConfigError& e) {
+    // Locate what the plugin refused at its settings, unless its message already does.
+    params.config().raise_errors();
+    const Location where = params.location("");
+    std::string msg = e.what();
+    if (where.line > 0 && msg.rfind(where.file, 0) != 0) {
+      msg = where.str() + ": " + params.path() + ": " + msg;
+    }
+    throw ConfigError(msg);
   } catch (const std::exception& e) {
     params.config().raise_errors();  // a bad setting recorded before the crash explains it best
     throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +

@@ -33,7 +33,10 @@ RuntimeOptions read_runtime_options(Section s) {
       } catch (const std::exception&) {
         s.error("threads", "expected 'auto' or a positive integer, got '" + t + "'");
       }
-      s.check(o.threads >= 0, "threads", "must be 'auto' or >= 1");
+      s.check(o.threads >= 1, "threads",
+              o.threads == 0 ? "must be 'auto' or >= 1 (write 'auto' for all cores; 0 is not a "
+                               "thread count)"
+                             : "must be 'auto' or >= 1");
     }
   } else {
     s.get<std::string>("threads", "auto");
@@ -41,6 +44,7 @@ RuntimeOptions read_runtime_options(Section s) {
   o.interop_threads = s.get<int>("interop_threads", 0);
   s.check(o.interop_threads >= 0, "interop_threads", "must be >= 0 (0 = LibTorch's default)");
   o.device = s.get<std::string>("device", "cpu");
+  o.device_where = s.location("device").str();
   static const std::regex device_re("cpu|cuda(:[0-9]+)?");
   s.check(std::regex_match(o.device, device_re), "device",
           "expected 'cpu', 'cuda' or 'cuda:N', got '" + o.device + "'");
@@ -51,15 +55,16 @@ RuntimeOptions read_runtime_options(Section s) {
 
 torch::Device runtime_device(const RuntimeOptions& opts) {
   if (opts.device == "cpu") return torch::Device(torch::kCPU);
+  const std::string where = opts.device_where.empty() ? "" : opts.device_where + ": ";
   if (!torch::cuda::is_available()) {
-    throw UserError("runtime.device is '" + opts.device +
+    throw UserError(where + "runtime.device is '" + opts.device +
                     "' but CUDA is not available in this build or on this machine "
                     "(set runtime.device=cpu, or build against a CUDA LibTorch with "
                     "-DCMAKE_PREFIX_PATH=/path/to/libtorch)");
   }
   torch::Device d(opts.device);
   if (d.has_index() && d.index() >= static_cast<int>(torch::cuda::device_count())) {
-    throw UserError("runtime.device is '" + opts.device + "' but only " +
+    throw UserError(where + "runtime.device is '" + opts.device + "' but only " +
                     std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
   }
   return d;

@@ -171,10 +171,17 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
   std::set<std::string> names;
   for (const auto& v : out) {
     if (!names.insert(v.name).second) {
+      // Located at the first swept key: the labels of its values collided.
+      const std::string where = !sweep.grid.empty()  ? sweep.grid.front().where.str() + ": "
+                                : !sweep.zip.empty() ? sweep.zip.front().front().where.str() + ": "
+                                                     : "";
       throw ConfigError(
           fmt::format("{}sweep: two variants are both named '{}'; give the varied values "
                       "distinct labels (maps are labelled by their name/scheme field)",
-                      sweep.where.file.empty() ? "" : sweep.where.str() + ": ", v.name));
+                      !where.empty()             ? where
+                      : sweep.where.file.empty() ? ""
+                                                 : sweep.where.str() + ": ",
+                      v.name));
     }
   }
   // An entry that drops nothing is a typo in a key or a value: say so rather than run variants the
@@ -194,7 +201,11 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
         unused.empty() ? "" : "\n", where, e, entry);
   }
   if (!unused.empty()) throw ConfigError(unused);
-  if (out.empty()) throw ConfigError("sweep: `exclude` drops every variant; nothing to run");
+  if (out.empty()) {
+    const std::string where =
+        sweep.exclude_where.empty() ? "" : sweep.exclude_where.front().str() + ": ";
+    throw ConfigError(where + "sweep.exclude: drops every variant; nothing to run");
+  }
   return out;
 }
 

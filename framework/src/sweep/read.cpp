@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_state.h"
 #include "hybridlab/sweep.h"
 
 namespace hybridlab {
@@ -48,7 +49,12 @@ SweepOptions read_sweep_options(Section s) {
       std::vector<SweepAxis> group;
       size_t len = 0;
       for (const auto& kv : g) {
-        SweepAxis axis{kv.first.as<std::string>(), {}, s.location("zip")};
+        if (!kv.first.IsScalar()) {  // loaded files refuse these; a tree built in code may not
+          s.error("zip", "keys of a zip group are dotted config keys, got '" +
+                             detail::quote_value(kv.first) + "'");
+          continue;
+        }
+        SweepAxis axis{kv.first.Scalar(), {}, s.location("zip")};
         const auto m = kv.second.Mark();
         if (!m.is_null()) axis.where.line = m.line + 1, axis.where.column = m.column + 1;
         if (!axis_values(s, kv.second, axis.key, "zip", axis.values)) continue;
@@ -77,8 +83,18 @@ SweepOptions read_sweep_options(Section s) {
           continue;
         }
         std::vector<std::pair<std::string, YAML::Node>> entry;
-        for (const auto& kv : e)
-          entry.emplace_back(kv.first.as<std::string>(), YAML::Clone(kv.second));
+        bool keys_ok = true;
+        for (const auto& kv : e) {
+          if (!kv.first.IsScalar()) {
+            s.error("exclude." + std::to_string(i),
+                    "keys of an exclude entry are dotted config keys, got '" +
+                        detail::quote_value(kv.first) + "'");
+            keys_ok = false;
+            continue;
+          }
+          entry.emplace_back(kv.first.Scalar(), YAML::Clone(kv.second));
+        }
+        if (!keys_ok) continue;
         o.exclude.push_back(entry);
         o.exclude_where.push_back(s.location("exclude." + std::to_string(i)));
       }

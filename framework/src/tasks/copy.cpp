@@ -26,8 +26,8 @@ class CopyTask : public SyntheticTask {
   std::string name() const override { return "copy"; }
   int64_t vocab_size() const override { return 256; }
   int64_t seq_len() const override { return o_.seq_len; }
-  void prepare(const std::vector<int64_t>& lengths) override {
-    check_lengths("copy", lengths, 2 * o_.min_len + 3, "`$ s | s .` needs 2*min_len+3 tokens");
+  std::string length_problem(int64_t L) const override {
+    return short_length_problem(L, 2 * o_.min_len + 3, "`$ s | s .` needs 2*min_len+3 tokens");
   }
   Batch generate(at::Generator& gen, int64_t n, int64_t L, Split split) override {
     const int64_t nmax = (L - 3) / 2;

@@ -29,11 +29,12 @@ class MqarTask : public SyntheticTask {
   std::string name() const override { return "mqar"; }
   int64_t vocab_size() const override { return o_.vocab_size; }
   int64_t seq_len() const override { return o_.seq_len; }
-  void prepare(const std::vector<int64_t>& lengths) override {
-    check_lengths("mqar", lengths, 4 * o_.num_kv_pairs,
-                  fmt::format("{} key-value pairs need 2k tokens of pairs and 2k of queries",
-                              o_.num_kv_pairs),
-                  true);
+  std::string length_problem(int64_t L) const override {
+    return short_length_problem(
+        L, 4 * o_.num_kv_pairs,
+        fmt::format("{} key-value pairs need 2k tokens of pairs and 2k of queries",
+                    o_.num_kv_pairs),
+        true);
   }
 
   Batch generate(at::Generator& gen, int64_t n, int64_t L, Split) override {

@@ -63,9 +63,9 @@ class NiahTask : public SyntheticTask {
     return (o_.intro ? static_cast<int64_t>(std::string(kIntro).size()) + 1 : 0) +
            o_.num_needles * longest_needle + longest_question;
   }
-  void prepare(const std::vector<int64_t>& lengths) override {
-    check_lengths(
-        "niah", lengths, fixed_bytes(),
+  std::string length_problem(int64_t L) const override {
+    return short_length_problem(
+        L, fixed_bytes(),
         fmt::format("{} needles and the question take {} bytes", o_.num_needles, fixed_bytes()));
   }
 

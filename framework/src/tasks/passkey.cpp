@@ -37,9 +37,9 @@ class PasskeyTask : public SyntheticTask {
   int64_t fixed_bytes() const {
     return static_cast<int64_t>(frame(std::to_string(o_.max_key), "", "").size());
   }
-  void prepare(const std::vector<int64_t>& lengths) override {
-    check_lengths(
-        "passkey", lengths, fixed_bytes(),
+  std::string length_problem(int64_t L) const override {
+    return short_length_problem(
+        L, fixed_bytes(),
         fmt::format("the template without filler is {} bytes{}", fixed_bytes(),
                     o_.intro ? " (task.intro: false drops the 151-byte description)" : ""));
   }

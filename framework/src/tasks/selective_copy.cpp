@@ -24,9 +24,9 @@ class SelectiveCopyTask : public SyntheticTask {
   std::string name() const override { return "selective_copy"; }
   int64_t vocab_size() const override { return o_.vocab_size; }
   int64_t seq_len() const override { return o_.seq_len; }
-  void prepare(const std::vector<int64_t>& lengths) override {
-    check_lengths("selective_copy", lengths, 2 * o_.num_tokens + 1,
-                  "num_tokens data tokens, a copy token and num_tokens outputs");
+  std::string length_problem(int64_t L) const override {
+    return short_length_problem(L, 2 * o_.num_tokens + 1,
+                                "num_tokens data tokens, a copy token and num_tokens outputs");
   }
 
   Batch generate(at::Generator& gen, int64_t n, int64_t L, Split) override {

@@ -19,6 +19,8 @@ at::Generator make_generator(uint64_t seed);
 /// bucket and eval rows inside it (see split_bucket), so the splits are disjoint.
 class SyntheticTask : public Task {
  public:
+  /// Throws ConfigError for the first length length_problem() refuses.
+  void prepare(const std::vector<int64_t>& lengths) override;
   Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) override;
   Batch eval_set(int64_t length, int64_t wanted, uint64_t seed) override;
   /// `n` raw examples of `length` tokens (before split filtering), drawn from `gen`; `split` lets
@@ -44,8 +46,9 @@ std::map<std::string, double> retrieval_metrics(const ScoreSums& s);
 /// A uniform integer in [lo, hi] drawn from `gen`.
 int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi);
 
-/// Checks that every eval length is >= `min_length` and (if `even`) even; records a ConfigError.
-void check_lengths(const std::string& task, const std::vector<int64_t>& lengths, int64_t min_length,
-                   const std::string& why, bool even = false);
+/// "" if `length` >= `min_length` (and, if `even`, even), else the problem: "length 3 is too
+/// short: <why> (at least N tokens)".
+std::string short_length_problem(int64_t length, int64_t min_length, const std::string& why,
+                                 bool even = false);
 
 }  // namespace hybridlab::tasks

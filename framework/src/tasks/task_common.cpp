@@ -118,17 +118,21 @@ Batch byte_examples(const std::vector<std::string>& texts,
   return {seq, targets};
 }
 
-void check_lengths(const std::string& task, const std::vector<int64_t>& lengths, int64_t min_length,
-                   const std::string& why, bool even) {
+std::string short_length_problem(int64_t L, int64_t min_length, const std::string& why, bool even) {
+  if (L < min_length) {
+    return fmt::format(
+        "length {} is too short: {} (at least {} tokens); raise task.seq_len / "
+        "eval.lengths",
+        L, why, min_length);
+  }
+  if (even && L % 2 != 0) return fmt::format("length {} must be even (key/value pairs)", L);
+  return "";
+}
+
+void SyntheticTask::prepare(const std::vector<int64_t>& lengths) {
   for (int64_t L : lengths) {
-    if (L < min_length) {
-      throw ConfigError(
-          fmt::format("task {}: length {} is too short: {} (at least {} tokens); "
-                      "raise task.seq_len / eval.lengths",
-                      task, L, why, min_length));
-    }
-    if (even && L % 2 != 0) {
-      throw ConfigError(fmt::format("task {}: length {} must be even (key/value pairs)", task, L));
+    if (const std::string p = length_problem(L); !p.empty()) {
+      throw ConfigError("task " + name() + ": " + p);
     }
   }
 }

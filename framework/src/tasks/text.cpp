@@ -31,6 +31,7 @@ struct TextOptions {
   double eval_fraction = 0.1;
   std::string document_separator = "\n\n\n";
   std::string config_dir;
+  std::string where;  // file:line:col of task.path (or of the task section)
 };
 
 class TextTask : public Task {
@@ -44,6 +45,15 @@ class TextTask : public Task {
   std::string primary_metric() const override { return "bits_per_byte"; }
 
   void prepare(const std::vector<int64_t>& lengths) override {
+    try {
+      prepare_corpus(lengths);
+    } catch (const DataError& e) {
+      // Name the setting that chose the corpus, so the message leads to the file and line.
+      throw DataError(o_.where + ": task.path: " + e.what());
+    }
+  }
+
+  void prepare_corpus(const std::vector<int64_t>& lengths) {
     if (!corpus_) {
       corpus_ = std::make_unique<TextCorpus>(
           load_text_corpus(o_.path, o_.config_dir, o_.eval_fraction, o_.document_separator));
@@ -145,6 +155,7 @@ TaskType text_task_type() {
         o.eval_fraction = s.get<double>("eval_fraction", o.eval_fraction);
         o.document_separator = s.get<std::string>("document_separator", o.document_separator);
         o.config_dir = ctx.config_dir;
+        o.where = s.location("path").str();
         s.check(o.seq_len >= 1, "seq_len", "must be >= 1");
         s.check(o.eval_fraction > 0 && o.eval_fraction < 1, "eval_fraction", "must be in (0, 1)");
         s.check(!o.document_separator.empty(), "document_separator", "must not be empty");

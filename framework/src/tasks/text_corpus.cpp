@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "hybridlab/error.h"
@@ -76,8 +77,15 @@ struct Doc {
 
 std::vector<fs::path> files_below(const fs::path& dir) {
   std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && e.path().filename().string()[0] != '.') out.push_back(e.path());
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && it->path().filename().string()[0] != '.')
+      out.push_back(it->path());
+  }
+  if (ec) {
+    throw DataError(fmt::format("text corpus: cannot list '{}': {}", dir.string(), ec.message()));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -145,6 +153,9 @@ TextCorpus load_text_corpus(const std::string& path, const std::string& config_d
   const fs::path root = resolve(path, config_dir);
   TextCorpus c;
   c.root = root.string();
+  if (std::error_code loop; !fs::exists(root, loop) && loop.value() == ELOOP) {
+    throw DataError(fmt::format("text corpus '{}' is a loop of symbolic links", root.string()));
+  }
   if (!fs::exists(root)) {
     const bool brown = fs::path(path).filename() == "brown";
     throw DataError(fmt::format(
@@ -152,6 +163,15 @@ TextCorpus load_text_corpus(const std::string& path, const std::string& config_d
         brown ? ": the Brown corpus is fetched once by `scripts/fetch_brown.sh` (run by "
                 "scripts/setup.sh) into data/brown/; nothing is downloaded at run time"
               : "; set task.path to a UTF-8 text file or folder"));
+  }
+  std::error_code ec;
+  const fs::file_status st = fs::status(root, ec);
+  if (!fs::is_directory(st) && !fs::is_regular_file(st)) {
+    // /dev/zero, a pipe or a socket: reading it never ends or never holds documents.
+    throw DataError(fmt::format(
+        "text corpus '{}' is not a regular file or folder (a device, pipe or socket); set "
+        "task.path to a UTF-8 text file or folder",
+        root.string()));
   }
   std::vector<Doc> train, validation;
   auto add_split = [&](const Doc& d, uint64_t key) {

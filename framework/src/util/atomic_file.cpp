@@ -65,6 +65,14 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // A folder, a device (/dev/zero never ends), a pipe: not a file to read whole.
+    throw UserError("cannot read '" + path +
+                    "': " + (fs::is_directory(st) ? "it is a folder" : "it is not a regular file") +
+                    ", a file was expected");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
   std::ostringstream ss;

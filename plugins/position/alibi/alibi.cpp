@@ -92,7 +92,8 @@ class Alibi : public hybridlab::PositionScheme {
                    "bidirectional: future keys would get a growing positive bias; use mode: "
                    "symmetric (-m·|i-j|), or make the model causal");
     }
-    if (params.has("slopes")) {
+    // [] (the default, and what the resolved config writes) means the paper's slopes.
+    if (params.has("slopes") && !slopes.empty()) {
       params.check(static_cast<int64_t>(slopes.size()) == ctx.n_heads, "slopes",
                    "expected one slope per head: " + std::to_string(ctx.n_heads) + " values, got " +
                        std::to_string(slopes.size()));

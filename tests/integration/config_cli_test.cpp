@@ -1,0 +1,193 @@
+// Hostile configs through the CLI as a user runs it: every refusal is exit code 2 with one
+// located message, quickly and in bounded memory, and every shipped experiment's resolved config
+// loads again to the same text.
+
+#include <sys/wait.h>
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;
+  std::string output;
+};
+
+// Runs a shell command under an 8 GiB address-space limit, capturing stdout and stderr together.
+Result run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(("ulimit -v 8388608; " + cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kCli = HYBRIDLAB_CLI;
+
+fs::path temp_dir() {
+  const auto dir = fs::temp_directory_path() / "hybridlab_config_cli_test";
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string temp_yaml(const std::string& name, const std::string& text) {
+  const auto path = (temp_dir() / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The resolved text without its comment header (which names the source file).
+std::string body(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#", 0) != 0) out += line + "\n";
+  }
+  return out;
+}
+
+const std::string kSmall =
+    "model: {d_model: 32, layers: GA, attention: {n_heads: 2, position: {scheme: rope}}}\n"
+    "task: {name: mqar, seq_len: 64}\n";
+}  // namespace
+
+TEST_CASE("cli: the resolved config of every shipped experiment loads again unchanged",
+          "[cli][config]") {
+  const fs::path experiments = fs::path(HYBRIDLAB_SOURCE_DIR) / "experiments";
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(experiments)) {
+    if (e.path().extension() != ".yaml") continue;
+    INFO(e.path().string());
+    const auto first = run(kCli + " config show " + e.path().string());
+    REQUIRE(first.code == 0);
+    // Written next to the experiments' folder's parent layout: relative data paths still resolve.
+    const std::string copy = (temp_dir() / ("rt_" + e.path().filename().string())).string();
+    std::ofstream(copy) << first.output;
+    const auto second = run(kCli + " config show " + copy);
+    INFO(second.output);
+    REQUIRE(second.code == 0);
+    CHECK(body(second.output) == body(first.output));
+    // Floats print in their shortest form.
+    CHECK_THAT(first.output, !Contains("0000000000"));
+    ++checked;
+  }
+  CHECK(checked >= 5);
+}
+
+TEST_CASE("cli: an alias bomb is refused with its location, quickly", "[cli][config]") {
+  std::string bomb =
+      "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  std::string prev = "a";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += (i ? ",*" : "*") + prev;
+    bomb += "]\n";
+    prev = std::string(1, c);
+  }
+  const auto path = temp_yaml("bomb.yaml", bomb);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run(kCli + " config show " + path);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains(path + ":") && Contains("expands to more than"));
+  CHECK(s < 20);
+}
+
+TEST_CASE("cli: a 40,000-letter bad layer pattern gives a short error", "[cli][config]") {
+  const auto path = temp_yaml("pattern.yaml", kSmall);
+  const auto r = run(kCli + " config show " + path +
+                     " 'model.layers={pattern: " + std::string(40000, 'Z') + "}'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("letter 'Z' (at 40000 of 40000 positions, first at 1)"));
+  CHECK(r.output.size() < 4000);
+}
+
+TEST_CASE("cli: /dev/zero as a base file is refused, not read", "[cli][config]") {
+  const auto path = temp_yaml("zero.yaml", "extends: /dev/zero\n");
+  const auto r = run("timeout 20 " + kCli + " config show " + path);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains(path + ":1:1: extends: '/dev/zero' is not a regular file"));
+}
+
+TEST_CASE("cli: non-finite values are refused for every float key, plugins included",
+          "[cli][config]") {
+  const auto path = temp_yaml("inf.yaml", kSmall);
+  for (const std::string o :
+       {"train.lr=.inf", "train.weight_decay=.nan", "train.grad_clip=.inf", "model.init_std=.inf",
+        "model.norm_eps=.nan", "model.attention.position={scheme: rope, rope_theta: .inf}",
+        "model.attention.position={scheme: learned, initializer_range: .nan}",
+        "model.attention.position={scheme: shaw, initializer_range: .inf}",
+        "model.attention.position={scheme: t5, initializer_factor: .inf}",
+        "model.attention.position={scheme: rope, rope_scaling: {rope_type: yarn, factor: 2, "
+        "attention_factor: .inf}}"}) {
+    INFO(o);
+    const auto r = run(kCli + " config show " + path + " '" + o + "'");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Contains("expected a finite number") && Contains("command line"));
+  }
+  // In a file, the plugin's key is located at its line.
+  const auto file = temp_yaml(
+      "inf_file.yaml",
+      "model:\n  d_model: 32\n  layers: GA\n  attention:\n    n_heads: 2\n"
+      "    position: {scheme: rope, rope_theta: .inf}\ntask: {name: mqar, seq_len: 64}\n");
+  const auto r = run(kCli + " config show " + file);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains(file + ":6:") && Contains("rope_theta: expected a finite number"));
+}
+
+TEST_CASE("cli: plugin folders: foreign-architecture libraries are skipped, loops named",
+          "[cli][plugins]") {
+  const fs::path dir = temp_dir() / "foreign_plugins";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A copy of a real plugin with its ELF e_machine changed to another architecture.
+  const fs::path nope = fs::path(HYBRIDLAB_TEST_PLUGIN_DIR) / "nope.so";
+  REQUIRE(fs::exists(nope));
+  std::string bytes = slurp(nope.string());
+  REQUIRE(bytes.size() > 20);
+  const bool x86 = static_cast<unsigned char>(bytes[18]) == 62;
+  bytes[18] = static_cast<char>(x86 ? 183 : 62);  // AArch64 on x86-64, x86-64 elsewhere
+  bytes[19] = 0;
+  const fs::path foreign = dir / "foreign.so";
+  std::ofstream(foreign, std::ios::binary) << bytes;
+  const auto r = run("HYBRIDLAB_PLUGIN_PATH=" + dir.string() + " " + kCli + " plugins list");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Contains("skipped: " + foreign.string()) &&
+                           Contains(x86 ? "built for AArch64" : "built for x86-64"));
+  CHECK_THAT(r.output, Contains("nope"));
+  // And a config still loads with it on the path.
+  const auto cfg = temp_yaml("with_foreign.yaml", kSmall);
+  CHECK(run("HYBRIDLAB_PLUGIN_PATH=" + dir.string() + " " + kCli + " config show " + cfg).code ==
+        0);
+
+  const fs::path loop = temp_dir() / "plugin_loop";
+  fs::remove(loop);
+  fs::create_symlink(loop, loop);
+  const auto l = run("HYBRIDLAB_PLUGIN_PATH=" + loop.string() + " " + kCli + " plugins list");
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("'" + loop.string() + "' is a loop of symbolic links"));
+}
+
+TEST_CASE("cli: an unknown dotted override is blamed on the command line", "[cli][config]") {
+  const auto path = temp_yaml("origin.yaml", kSmall);
+  const auto r = run(kCli + " config show " + path + " foo.bar=1");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("command line override 'foo.bar=1': foo: unknown key 'foo'"));
+}
