@@ -139,7 +139,7 @@ std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 }  // namespace
 
-TEST_CASE("runs cli: train skips a finished run and never overwrites it; eval only adds",
+TEST_CASE("runs cli: train skips a finished run and never overwrites it and eval only adds",
           "[runs][cli]") {
   Tmp tmp;
   const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
@@ -232,7 +232,7 @@ TEST_CASE("runs cli: --only with a changed config restarts an interrupted run li
   CHECK_THAT(slurp(run / "config.yaml"), Catch::Contains("d_model: 24"));
 }
 
-TEST_CASE("runs cli: one writer per run; killing the parent stops its child", "[runs][cli]") {
+TEST_CASE("runs cli: one writer per run and killing the parent stops its child", "[runs][cli]") {
   Tmp tmp;
   const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
   write_experiment(exp, "", "{steps: 100000, batch_size: 4, warmup_steps: 1, checkpoint_every: 0}");
@@ -312,7 +312,7 @@ TEST_CASE("runs cli: names stay inside the runs folder and distinct", "[runs][cl
   CHECK_THAT(list.out, Catch::Contains("description-a_b "));
 }
 
-TEST_CASE("runs cli: a segfaulting plugin fails its variant only; plugins list survives it",
+TEST_CASE("runs cli: a segfaulting plugin fails its variant only and plugins list survives it",
           "[runs][cli]") {
   Tmp tmp;
   const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
