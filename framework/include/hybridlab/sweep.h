@@ -49,6 +49,10 @@ struct Variant {
   std::vector<std::pair<std::string, std::string>> labels;      ///< short key -> value text
 };
 
+/// The part of a run name for one varied value: `<key>-<value>`, each side through folder_name()
+/// (e.g. "scheme-rope", "seed-0").
+std::string run_name_part(const std::string& key, const std::string& value);
+
 /// Every variant of `sweep` (one unnamed "main" variant when it is empty). Throws ConfigError for
 /// zip groups of unequal length, exclude entries that match nothing, or two variants with the
 /// same name (naming the sweep's file:line).

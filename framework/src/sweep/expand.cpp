@@ -71,6 +71,10 @@ bool same_value(const YAML::Node& a, const YAML::Node& b) {
 
 }  // namespace
 
+std::string run_name_part(const std::string& key, const std::string& value) {
+  return folder_name(key) + "-" + folder_name(value);
+}
+
 std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
   // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then seeds.
   struct Axis {
@@ -157,9 +161,8 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
     }
     if (!excluded) {
       std::string name;
-      for (const auto& [k, val] : v.labels) {
-        name += (name.empty() ? "" : "_") + folder_name(k) + "-" + folder_name(val);
-      }
+      for (const auto& [k, val] : v.labels)
+        name += (name.empty() ? "" : "_") + run_name_part(k, val);
       v.name = name.empty() ? "main" : name;
       out.push_back(v);
     }

@@ -1,0 +1,161 @@
+// Grouping the seeds of a variant into interval cells; best and indistinguishable cells.
+
+#include "report/aggregate.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "hybridlab/sweep.h"
+
+namespace hybridlab::report {
+
+double RunData::value(const std::string& metric, int64_t length) const {
+  const auto at = eval.find(length);
+  if (at == eval.end()) return NAN;
+  const auto m = at->second.find(metric);
+  return m == at->second.end() ? NAN : m->second;
+}
+
+std::string RunData::label(const std::string& key) const {
+  for (const auto& [k, v] : labels) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+std::string variant_name(const std::string& run_name, const Labels& labels,
+                         const std::set<std::string>& drop) {
+  std::string name = run_name;
+  for (const auto& [k, v] : labels) {
+    if (!drop.count(k)) continue;
+    const std::string part = run_name_part(k, v);
+    // A part is whole between '_' separators (or the ends), so "seed-1" never eats "seed-10".
+    for (size_t at = name.find(part); at != std::string::npos; at = name.find(part, at + 1)) {
+      const size_t end = at + part.size();
+      const bool starts = at == 0 || name[at - 1] == '_';
+      const bool ends = end == name.size() || name[end] == '_';
+      if (!starts || !ends) continue;
+      if (at > 0) {
+        name.erase(at - 1, part.size() + 1);
+      } else {
+        name.erase(0, std::min(name.size(), part.size() + 1));
+      }
+      break;
+    }
+  }
+  return name.empty() ? "main" : name;
+}
+
+bool metric_higher_is_better(const std::string& metric, const std::string& primary,
+                             bool primary_higher_is_better) {
+  if (metric == primary) return primary_higher_is_better;
+  for (const char* lower : {"loss", "bits", "perplexity"}) {
+    if (metric.find(lower) != std::string::npos) return false;
+  }
+  return true;
+}
+
+Interval VariantCells::cell(const std::string& metric, int64_t length) const {
+  const auto it = cells.find({metric, length});
+  if (it != cells.end()) return it->second;
+  Interval empty;
+  empty.mean = NAN;
+  return empty;
+}
+
+std::string VariantCells::health_text() const {
+  const size_t n = health.size();
+  std::string s;
+  auto add = [&](const char* name, size_t count) {
+    if (count == 0) return;
+    s += (s.empty() ? "" : ", ") + std::string(name);
+    if (count < n) s += fmt::format(" ({}/{})", count, n);
+  };
+  size_t d = 0, l = 0, c = 0;
+  for (const auto& h : health) {
+    d += h.diverged;
+    l += h.still_learning;
+    c += h.at_chance;
+  }
+  add("diverged", d);
+  add("still learning", l);
+  add("at chance", c);
+  return s.empty() ? "ok" : s;
+}
+
+std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
+                                         const HealthThresholds& thresholds, double confidence) {
+  std::vector<VariantCells> out;
+  for (const auto& r : runs) {
+    if (!r.has_results()) continue;
+    // Tuned keys stay in the name here (one group per tuned value); the seed never does.
+    const std::string name = variant_name(r.name, r.labels, {"seed"});
+    VariantCells* g = nullptr;
+    for (auto& v : out) {
+      if (v.task == r.task && v.variant == name) g = &v;
+    }
+    if (!g) {
+      out.emplace_back();
+      g = &out.back();
+      g->task = r.task;
+      g->variant = name;
+      g->primary = r.primary;
+      g->higher_is_better = r.higher_is_better;
+      g->train_length = r.train_length;
+      for (const auto& [k, v] : r.labels) {
+        if (k != "seed") g->labels.emplace_back(k, v);
+      }
+    }
+    g->runs.push_back(&r);
+  }
+  for (auto& g : out) {
+    std::set<std::pair<std::string, int64_t>> keys;
+    for (const RunData* r : g.runs) {
+      for (const auto& [L, metrics] : r->eval) {
+        for (const auto& [m, v] : metrics) {
+          if (m != "examples") keys.insert({m, L});
+        }
+      }
+    }
+    for (const auto& [m, L] : keys) {
+      std::vector<double> values;
+      for (const RunData* r : g.runs) values.push_back(r->value(m, L));
+      g.cells[{m, L}] = mean_interval(values, confidence);
+    }
+    for (const RunData* r : g.runs) {
+      // Health is judged where the model was trained: at the training length (else the shortest).
+      int64_t L = r->train_length;
+      if (!r->eval.count(L) && !r->eval.empty()) L = r->eval.begin()->first;
+      const auto ch = r->chance.find(r->primary);
+      g.health.push_back(assess(r->loss, r->value(r->primary, L),
+                                ch == r->chance.end() ? NAN : ch->second, r->higher_is_better,
+                                thresholds));
+    }
+  }
+  return out;
+}
+
+std::vector<CellRank> rank_cells(const std::vector<Interval>& cells, bool higher_is_better) {
+  std::vector<CellRank> out(cells.size(), CellRank::kNone);
+  int best = -1;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (cells[i].empty() || !std::isfinite(cells[i].mean)) continue;
+    if (best < 0 ||
+        (higher_is_better ? cells[i].mean > cells[best].mean : cells[i].mean < cells[best].mean)) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) return out;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (cells[i].empty() || !std::isfinite(cells[i].mean)) continue;
+    if (cells[i].mean == cells[best].mean) {
+      out[i] = CellRank::kBest;
+    } else if (overlaps(cells[i], cells[best])) {
+      out[i] = CellRank::kIndistinguishable;
+    }
+  }
+  return out;
+}
+
+}  // namespace hybridlab::report

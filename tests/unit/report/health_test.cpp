@@ -1,0 +1,90 @@
+// Each health flag on hand-made loss curves and metric values.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "report/health.h"
+
+using namespace hybridlab::report;
+
+namespace {
+// loss(step) for steps 1..n.
+template <class F>
+std::vector<LossPoint> curve(int64_t n, F f) {
+  std::vector<LossPoint> c;
+  for (int64_t s = 1; s <= n; ++s) c.push_back({s, f(s)});
+  return c;
+}
+}  // namespace
+
+TEST_CASE("health: still learning on a line still falling", "[report][health]") {
+  // loss = 3 - 0.001 step: the last 20% of steps 1..1000 are 801..1000 (from 1000 - 0.2*999),
+  // span 199, mean 3 - 0.001*900.5 = 2.0995; drop = 0.001*199/2.0995 = 0.0947845.
+  const auto c = curve(1000, [](int64_t s) { return 3.0 - 0.001 * static_cast<double>(s); });
+  REQUIRE(tail_relative_drop(c, 0.2) == Approx(0.0947845).epsilon(1e-5));
+  REQUIRE(still_learning(c));
+  const Health h = assess(c, NAN, NAN, true);
+  REQUIRE(h.still_learning);
+  REQUIRE_FALSE(h.diverged);
+  REQUIRE_FALSE(h.at_chance);
+  REQUIRE(h.text() == "still learning");
+}
+
+TEST_CASE("health: a plateau with noise is not still learning", "[report][health]") {
+  // Converged early (time constant 30 steps), then ±0.02 alternating noise around 2.0.
+  const auto c = curve(1000, [](int64_t s) {
+    return 2.0 + 3.0 * std::exp(-static_cast<double>(s) / 30.0) + (s % 2 ? 0.02 : -0.02);
+  });
+  REQUIRE(std::fabs(tail_relative_drop(c, 0.2)) < 0.001);
+  REQUIRE_FALSE(still_learning(c));
+  REQUIRE_FALSE(diverged(c));
+  REQUIRE(assess(c, 0.9, 0.1, true).text() == "ok");
+  // A threshold below the fitted drop flips it: the rule compares against the stated threshold.
+  const auto slow = curve(1000, [](int64_t s) { return 2.0 - 0.0001 * static_cast<double>(s); });
+  // drop = 0.0001*199/(2 - 0.0001*900.5) = 0.0104194
+  REQUIRE(tail_relative_drop(slow, 0.2) == Approx(0.0104194).epsilon(1e-4));
+  REQUIRE_FALSE(still_learning(slow));
+  HealthThresholds strict;
+  strict.still_learning_drop = 0.01;
+  REQUIRE(still_learning(slow, strict));
+  REQUIRE(std::isnan(tail_relative_drop(curve(2, [](int64_t) { return 1.0; }), 0.2)));
+}
+
+TEST_CASE("health: diverged on a NaN or a loss that blows up", "[report][health]") {
+  auto nan_curve = curve(100, [](int64_t s) { return 3.0 - 0.01 * static_cast<double>(s); });
+  nan_curve[60].loss = NAN;
+  REQUIRE(diverged(nan_curve));
+  // Learns to 1.0 by step 500, then climbs to 6.0 (above the start 5.0 and above 2 x best).
+  const auto blowup = curve(1000, [](int64_t s) {
+    return s <= 500 ? 5.0 - 0.008 * static_cast<double>(s) : 1.0 + 0.01 * (s - 500.0);
+  });
+  REQUIRE(diverged(blowup));
+  REQUIRE(assess(blowup, NAN, NAN, true).text() == "diverged");
+  // Learns to 1.0, then rises: the last window (mean 3.40) stays under the first (4.20) but is
+  // above 2 x the best window mean (steps 401..600: 1.35).
+  const auto rise = curve(1000, [](int64_t s) {
+    return s <= 500 ? 5.0 - 0.008 * static_cast<double>(s) : 1.0 + 0.006 * (s - 500.0);
+  });
+  REQUIRE(diverged(rise));
+  const auto fine = curve(1000, [](int64_t s) { return 5.0 - 0.004 * static_cast<double>(s); });
+  REQUIRE_FALSE(diverged(fine));
+  REQUIRE_FALSE(diverged({}));
+}
+
+TEST_CASE("health: at chance against the task's chance level", "[report][health]") {
+  // MQAR, V = 256: chance accuracy 1/(V/2) = 0.0078125. (0.05 - c)/(1 - c) = 0.0425 < 0.1.
+  const double mqar = 1.0 / 128;
+  REQUIRE(at_chance(0.05, mqar, true));
+  REQUIRE(at_chance(0.1, mqar, true));         // (0.1 - c)/(1 - c) = 0.0929
+  REQUIRE_FALSE(at_chance(0.11, mqar, true));  // 0.1033
+  REQUIRE_FALSE(at_chance(0.99, mqar, true));
+  // Text: unigram entropy 4.4 bits per byte, lower is better, perfect 0.
+  REQUIRE(at_chance(4.3, 4.4, false));        // closes 2.3% of the gap
+  REQUIRE(at_chance(4.6, 4.4, false));        // worse than a unigram model
+  REQUIRE_FALSE(at_chance(2.5, 4.4, false));  // closes 43%
+  REQUIRE_FALSE(at_chance(0.5, NAN, true));   // unknown chance: no flag
+  const Health h = assess({}, 0.02, mqar, true);
+  REQUIRE(h.at_chance);
+  REQUIRE(h.text() == "at chance");
+}
