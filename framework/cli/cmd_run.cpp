@@ -62,11 +62,13 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
   std::exit(code);
 }
 
-void print_report(const std::string& dir) {
+ReportFiles print_report(const std::string& dir) {
   const ReportFiles f = write_report(dir);
   fmt::print("\n{}\n", f.markdown_text);
-  fmt::print("summary: {}\n         {}\n", f.csv, f.markdown);
+  fmt::print("summary: {}\n         {}\n         {}\n", f.csv, f.by_variant_csv, f.markdown);
+  if (!f.claims_csv.empty()) fmt::print("claims:  {}\n", f.claims_csv);
   for (const auto& p : f.plots) fmt::print("plot:    {}\n", p);
+  return f;
 }
 
 void do_run(const RunArgs& a, bool train_only) {
@@ -236,13 +238,26 @@ void add_run_commands(CLI::App& app) {
 
   // ---- report
   auto report_dir = std::make_shared<std::string>();
+  auto report_check = std::make_shared<bool>(false);
   auto* report = app.add_subcommand(
       "report",
-      "Write summary.csv, summary.md and plots/*.png for a folder of runs and print the summary");
+      "Write summary.csv, summary_by_variant.csv, summary.md, claims.csv and plots/*.png for a "
+      "folder of runs and print the summary.\nSeeds of a variant are shown as mean ± 95% "
+      "confidence interval; every row carries its health (still learning, at chance, diverged); "
+      "the experiment's `expect:` claims are judged holds / fails / inconclusive.\n"
+      "Exit code: 0, or 1 with --check when a claim fails; 2 bad input.");
   report->add_option("experiment_dir", *report_dir, "Folder of runs, e.g. runs/quickstart")
       ->required()
       ->check(CLI::ExistingDirectory);
-  report->callback([report_dir] { print_report(*report_dir); });
+  report->add_flag("--check", *report_check,
+                   "Exit with code 1 when a claim fails (inconclusive claims do not fail)");
+  report->callback([report_dir, report_check] {
+    const ReportFiles f = print_report(*report_dir);
+    if (*report_check && f.claims_failed > 0) {
+      fmt::print(stderr, "{} claim(s) fail\n", f.claims_failed);
+      exit_with(1);
+    }
+  });
 }
 
 }  // namespace hybridlab::cli

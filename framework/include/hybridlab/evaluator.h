@@ -23,6 +23,11 @@ struct LengthResult {
 LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
                              int64_t length, int64_t examples);
 
+/// The tuning score set: `exp.eval.examples` examples of Task::validation_set at the training
+/// length (disjoint from every eval set of exp.eval.lengths), scored like evaluate_length.
+/// Throws DataError when the task has no validation examples left.
+LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp);
+
 /// Every length of exp.eval.lengths; results in length order.
 std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp);
 

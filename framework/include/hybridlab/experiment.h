@@ -60,6 +60,9 @@ struct Experiment {
   EvalOptions eval;
   RuntimeOptions runtime;
   SweepOptions sweep;
+  /// `expect:` — claims about the report's cells, as written (grammar: report/claims.h; checked
+  /// against the variants, metrics and lengths when the sweep is validated).
+  std::vector<std::string> expect;
   Config config;  ///< the config read (its resolved() is what the run used)
 };
 

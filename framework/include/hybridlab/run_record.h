@@ -15,6 +15,7 @@
 // status.json, run.json, source.yaml or results.json.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,6 +47,9 @@ struct RunIdentity {
   std::string run;                                          ///< variant name (= folder name)
   std::vector<std::pair<std::string, std::string>> labels;  ///< short key -> value text
   std::string config_dir;  ///< absolute folder of the experiment file (relative data paths)
+  /// Label keys set by `sweep.tune` -> the value labels of that key's grid, in file order; a run
+  /// with any is also scored on the task's validation split.
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;
 };
 
 /// The `train` part of results.json. final_loss and tokens_per_s are computed from
@@ -69,6 +73,11 @@ struct RunResults {
   int64_t params = 0;
   std::optional<TrainRecord> train;
   std::vector<LengthResult> eval;  ///< ascending length
+  /// Chance level per metric (Task::chance_levels), for the report's `at chance` flag.
+  std::map<std::string, double> chance;
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;  ///< as RunIdentity::tuned
+  /// Tuned runs only: the validation-split score at the training length (evaluate_validation).
+  std::vector<LengthResult> validation;
 };
 
 /// Result of reading a run folder. `results_error` says why a results.json present on disk could
@@ -111,6 +120,16 @@ class RunFolder {
  private:
   std::string dir_;
 };
+
+/// runs/<experiment>/expect.yaml: the experiment's claims (`expect:`) as written, a YAML list of
+/// strings. Kept beside the runs rather than in each source.yaml, so that editing a claim never
+/// makes a finished run "changed"; every `hybridlab run` of the experiment rewrites it (removes it
+/// when there are none). Throws UserError when the write fails.
+void write_expectations(const std::string& experiment_dir, const std::vector<std::string>& claims);
+
+/// The claims of write_expectations; none when the file is absent. Throws UserError naming the
+/// file when it is not a YAML list of strings.
+std::vector<std::string> read_expectations(const std::string& experiment_dir);
 
 /// Thrown when another live process holds a run folder's lock.
 class RunBusy : public UserError {

@@ -5,11 +5,11 @@
 // reading an experiment can validate every variant, and running one needs nothing above it.
 //
 // Expansion order is deterministic: grid axes in file order (the last varies fastest), then zip
-// groups, then seeds; `exclude` entries drop variants. Run names join `<short key>-<value>` parts
-// of the varied values with '_' (short key: the last component of the dotted key, or more when
-// two varied keys share it), e.g. "pattern-GGGA_scheme-rope_seed-0"; an experiment without sweep
-// has one run named "main". Every part goes through folder_name(), so a run name is always one
-// safe folder name.
+// groups, then tuned axes, then seeds; `exclude` entries drop variants. Run names join `<short
+// key>-<value>` parts of the varied values with '_' (short key: the last component of the dotted
+// key, or more when two varied keys share it), e.g. "pattern-GGGA_scheme-rope_seed-0"; an
+// experiment without sweep has one run named "main". Every part goes through folder_name(), so a
+// run name is always one safe folder name.
 
 #include <cstdint>
 #include <string>
@@ -27,16 +27,19 @@ struct SweepAxis {
   Location where;
 };
 
-/// `sweep:` — grid (every combination), zip groups (lists varied together), seeds, exclude.
+/// `sweep:` — grid (every combination), zip groups (lists varied together), tune, seeds, exclude.
 struct SweepOptions {
   std::vector<SweepAxis> grid;
   std::vector<std::vector<SweepAxis>> zip;  ///< each group: axes of equal length
-  std::vector<int64_t> seeds;               ///< empty: one run with train.seed
+  /// Hyperparameters tuned per variant (every combination, like grid): each variant trains at
+  /// every value and the report keeps the value best on the task's validation split.
+  std::vector<SweepAxis> tune;
+  std::vector<int64_t> seeds;  ///< empty: one run with train.seed
   /// Partial assignments (dotted key -> value); a variant matching every entry of one is dropped.
   std::vector<std::vector<std::pair<std::string, YAML::Node>>> exclude;
   std::vector<Location> exclude_where;  ///< where each exclude entry is written
   Location where;                       ///< the `sweep:` key (empty file when absent)
-  bool empty() const { return grid.empty() && zip.empty() && seeds.empty(); }
+  bool empty() const { return grid.empty() && zip.empty() && tune.empty() && seeds.empty(); }
 };
 
 /// Reads only `sweep:` (records problems in its config; the caller raises them).
@@ -47,6 +50,8 @@ struct Variant {
   std::string name;
   std::vector<std::pair<std::string, YAML::Node>> assignments;  ///< in expansion order
   std::vector<std::pair<std::string, std::string>> labels;      ///< short key -> value text
+  /// Label keys set by `sweep.tune` -> the value labels of that key's grid, in file order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;
 };
 
 /// The part of a run name for one varied value: `<key>-<value>`, each side through folder_name()

@@ -80,6 +80,14 @@ class Task {
   /// The fixed eval set at `length`: `wanted` examples (text: fewer when the corpus has fewer
   /// windows), a pure function of (seed, length, wanted) and disjoint from every train batch.
   virtual Batch eval_set(int64_t length, int64_t wanted, uint64_t seed) = 0;
+  /// The validation set used to tune hyperparameters (`sweep.tune`) at `length`: `wanted`
+  /// examples (text: fewer when the corpus has fewer), a pure function of its arguments, and
+  /// disjoint from eval_set(L, eval_examples, seed) for every L in `eval_lengths`, so choosing on
+  /// it does not peek at the reported numbers. Synthetic tasks draw from the train hash buckets
+  /// with their own stream; text takes validation-document windows that no eval window touches.
+  /// Throws DataError when nothing is left (text: eval.examples uses every window).
+  virtual Batch validation_set(int64_t length, int64_t wanted, uint64_t seed,
+                               const std::vector<int64_t>& eval_lengths, int64_t eval_examples);
   /// Task metrics from accumulated sums, e.g. {"accuracy": 0.93, "loss": 0.21}.
   virtual std::map<std::string, double> metrics(const ScoreSums& sums) const = 0;
   /// The metric reports plot and rank by ("accuracy", "bits_per_byte", ...).
@@ -87,6 +95,10 @@ class Task {
   virtual bool higher_is_better() const { return true; }
   /// Whether eval keeps a per-position loss curve (text).
   virtual bool per_position_curve() const { return false; }
+  /// Chance level of each metric: what a model that ignores the context scores (e.g. MQAR
+  /// accuracy 1/(V/2), copy token accuracy 1/alphabet, text bits per byte = the unigram entropy
+  /// of the training bytes). Metrics left out have no stated chance level. Valid after prepare().
+  virtual std::map<std::string, double> chance_levels() const { return {}; }
 };
 
 /// One entry of the task registry.

@@ -8,14 +8,15 @@
 
 namespace hybridlab {
 
-LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
-                             int64_t length, int64_t examples) {
+namespace {
+
+LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval, int64_t length,
+                       const Batch& set) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
-  const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
   const int64_t n = set.tokens.size(0);
   const int64_t bs =
       std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
@@ -46,6 +47,21 @@ LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions
   }
   if (was_training) model.train();
   return r;
+}
+
+}  // namespace
+
+LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
+                             int64_t length, int64_t examples) {
+  return score_set(model, task, eval, length,
+                   task.eval_set(length, examples, static_cast<uint64_t>(eval.seed)));
+}
+
+LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp) {
+  const int64_t L = task.seq_len();
+  return score_set(model, task, exp.eval, L,
+                   task.validation_set(L, exp.eval.examples, static_cast<uint64_t>(exp.eval.seed),
+                                       exp.eval.lengths, exp.eval.examples));
 }
 
 std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp) {

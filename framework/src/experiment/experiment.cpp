@@ -15,6 +15,8 @@
 #include "hybridlab/sweep.h"
 #include "layers/mlp.h"
 #include "model/model_options.h"
+#include "report/aggregate.h"
+#include "report/claims.h"
 
 namespace hybridlab {
 namespace {
@@ -152,6 +154,57 @@ void check_sizes(Section root, const Experiment& e) {
   }
 }
 
+// What the claims of `e` may name: its variants (without the seed), its task's metrics and its
+// eval lengths.
+report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) {
+  report::ClaimCatalog cat;
+  for (const Variant& v : expand_sweep(e.sweep)) {
+    std::set<std::string> drop = {"seed"};
+    for (const auto& [k, grid] : v.tuned) drop.insert(k);
+    report::ClaimVariant cv{report::variant_name(v.name, v.labels, drop), {}};
+    for (const auto& [k, val] : v.labels) {
+      if (!drop.count(k)) cv.labels.emplace_back(k, val);
+    }
+    bool seen = false;
+    for (const auto& o : cat.variants) seen |= o.name == cv.name;
+    if (!seen) cat.variants.push_back(cv);
+    // The metrics of every variant's task (a sweep may vary the task).
+    Config vc = variant_config(e.config, v, e.sweep);
+    if (const auto task = read_task(vc.section("task"), ctx)) {
+      for (const auto& [m, value] : task->metrics(ScoreSums{})) {
+        if (std::find(cat.metrics.begin(), cat.metrics.end(), m) == cat.metrics.end())
+          cat.metrics.push_back(m);
+      }
+    }
+  }
+  cat.lengths = e.eval.lengths;
+  return cat;
+}
+
+// Parses and resolves every `expect:` claim against the experiment's variants, metrics and eval
+// lengths; throws one ConfigError listing each bad claim at file:line:col inside its text.
+void check_claims(const Experiment& e, const TaskContext& ctx) {
+  if (e.expect.empty() || !e.task) return;
+  report::ClaimCatalog cat = claim_catalog(e, ctx);
+  std::string problems;
+  for (size_t i = 0; i < e.expect.size(); ++i) {
+    try {
+      report::Claim c = report::parse_claim(e.expect[i]);
+      report::resolve_claim(c, cat);
+    } catch (const report::ClaimError& err) {
+      const std::string key = "expect." + std::to_string(i);
+      Location where = e.config.location(key);
+      // A quoted claim starts one column after its quote.
+      const YAML::Node all = e.config.lookup("expect");
+      const int quote = all.IsSequence() && i < all.size() && all[i].Tag() == "!" ? 1 : 0;
+      if (where.line > 0) where.column += quote + static_cast<int>(err.column);
+      problems += fmt::format("{}{}: expect[{}]: {} (in \"{}\")", problems.empty() ? "" : "\n",
+                              where.str(), i, err.what(), e.expect[i]);
+    }
+  }
+  if (!problems.empty()) throw ConfigError(problems);
+}
+
 }  // namespace
 
 std::string experiment_name(const Config& cfg) {
@@ -218,6 +271,19 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   plugins.finish();
   e.sweep = read_sweep_options(root.child("sweep"));
   e.sweep.where = cfg.location("sweep");
+  root.accept("expect");
+  if (root.has("expect")) {
+    const YAML::Node ex = root.node()["expect"];
+    bool ok = ex.IsSequence();
+    for (size_t i = 0; ok && i < ex.size(); ++i) ok = ex[i].IsScalar();
+    if (ok) {
+      for (const auto& c : ex) e.expect.push_back(c.as<std::string>());
+    } else {
+      root.error("expect",
+                 "expected a list of claims, e.g. [\"GGGA accuracy at 64 >= 0.95\"] (quote a claim "
+                 "that starts with '{')");
+    }
+  }
   root.finish();
   cfg.raise_errors();
 
@@ -243,6 +309,9 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
           for (const auto& a : e.sweep.grid) {
             if (a.key == key) where = a.where;
           }
+          for (const auto& a : e.sweep.tune) {
+            if (a.key == key) where = a.where;
+          }
           for (const auto& g : e.sweep.zip) {
             for (const auto& a : g) {
               if (a.key == key) where = a.where;
@@ -260,6 +329,7 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
       throw ConfigError(all);
     }
   }
+  if (validate_sweep) check_claims(e, ctx);
   return e;
 }
 

@@ -152,6 +152,11 @@ void plot_lines(const LinePlot& plot, const std::string& png_path) {
                                   std::to_string(s.x.size()) + " x values but " +
                                   std::to_string(s.y.size()) + " y values");
     }
+    if (!s.yerr.empty() && s.yerr.size() != s.y.size()) {
+      throw std::invalid_argument("plot_lines('" + png_path + "'): series '" + s.title + "' has " +
+                                  std::to_string(s.yerr.size()) + " error bars for " +
+                                  std::to_string(s.y.size()) + " y values");
+    }
     for (size_t i = 0; i < s.x.size(); ++i) {
       if ((plot.logx && !(s.x[i] > 0)) || (plot.logy && std::isfinite(s.y[i]) && !(s.y[i] > 0))) {
         throw std::invalid_argument("plot_lines('" + png_path + "'): series '" + s.title +
@@ -182,10 +187,15 @@ void plot_lines(const LinePlot& plot, const std::string& png_path) {
     const Series& s = plot.series[k];
     const fs::path data = tmp.path() / ("series" + std::to_string(k) + ".dat");
     std::string text;
-    for (size_t i = 0; i < s.x.size(); ++i) text += number(s.x[i]) + " " + number(s.y[i]) + "\n";
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      text += number(s.x[i]) + " " + number(s.y[i]);
+      if (!s.yerr.empty()) text += " " + number(std::isfinite(s.yerr[i]) ? s.yerr[i] : 0.0);
+      text += "\n";
+    }
     write_text(data, text);
     gp << (k ? ", \\\n     " : "") << gp_quote(data.string())
-       << " using 1:2 with linespoints title " << gp_quote(s.title) << " linewidth 2 pointsize 0.8";
+       << (s.yerr.empty() ? " using 1:2 with linespoints" : " using 1:2:3 with yerrorlines")
+       << " title " << gp_quote(s.title) << " linewidth 2 pointsize 0.8";
   }
   gp << "\n";
   render(tmp, gp.str(), png_path);

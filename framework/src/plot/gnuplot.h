@@ -16,10 +16,13 @@
 namespace hybridlab::plot {
 
 /// One line of a LinePlot: points (x[i], y[i]); x and y must have the same length. Non-finite
-/// values are written as NaN, which gnuplot leaves out (a gap in the line).
+/// values are written as NaN, which gnuplot leaves out (a gap in the line). With `yerr` (empty, or
+/// one half-width per point, e.g. a 95% confidence interval) the line gets error bars
+/// (y ± yerr[i]; gnuplot `yerrorlines`).
 struct Series {
   std::string title;
   std::vector<double> x, y;
+  std::vector<double> yerr = {};
 };
 
 /// A line plot: one line per series, a legend with the series titles, optional log axes and an

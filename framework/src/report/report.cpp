@@ -1,4 +1,6 @@
-// Reports over a folder of runs: summary.csv, summary.md, gnuplot PNGs (plot/gnuplot.h).
+// Reports over a folder of runs: summary.csv, summary_by_variant.csv, summary.md, claims.csv,
+// gnuplot PNGs (plot/gnuplot.h). Seeds are aggregated by report/aggregate.h, health flags come
+// from report/health.h and claims are judged by report/claims.h.
 
 #include "hybridlab/report.h"
 
@@ -20,6 +22,9 @@
 #include "hybridlab/run_record.h"
 #include "plot/csv.h"
 #include "plot/gnuplot.h"
+#include "report/aggregate.h"
+#include "report/claims.h"
+#include "report/tuning.h"
 #include "util/atomic_file.h"
 
 namespace hybridlab {
@@ -28,16 +33,10 @@ using json = nlohmann::json;
 
 namespace {
 
-// One run as the report sees it: its folder's typed record, flattened for the tables.
+// One run as the report sees it: its folder's record (status; results, when readable).
 struct ReportRow {
-  std::string name, state, error, task, primary;
-  bool higher_is_better = true;
-  int64_t train_length = 0;
-  int64_t params = 0;
-  bool has_results = false;
-  std::optional<TrainRecord> train;
-  std::vector<LengthResult> eval;
-  std::vector<std::pair<std::string, std::string>> labels;
+  std::string name, state, error;
+  std::optional<RunResults> results;
 };
 
 std::string fmt_value(double v) {
@@ -46,14 +45,21 @@ std::string fmt_value(double v) {
   return fmt::format("{:.4f}", v);
 }
 
+// "mean ± half-width" (95% CI over seeds), the mean alone for one seed, "-" for none.
+std::string interval_text(const report::Interval& iv) {
+  if (iv.empty()) return "-";
+  if (!iv.has_interval()) return fmt_value(iv.mean);
+  return fmt_value(iv.mean) + " ± " + fmt_value(iv.half_width);
+}
+
 // Row label inside one task's table: the varied values other than the task itself.
-std::string row_label(const ReportRow& r) {
+std::string row_label(const report::Labels& labels, const std::string& fallback) {
   std::string s;
-  for (const auto& [k, v] : r.labels) {
+  for (const auto& [k, v] : labels) {
     if (k == "task" || k == "name") continue;
     s += (s.empty() ? "" : " ") + k + "=" + v;
   }
-  return s.empty() ? r.name : s;
+  return s.empty() ? fallback : s;
 }
 
 std::vector<ReportRow> load_runs(const fs::path& dir) {
@@ -69,42 +75,18 @@ std::vector<ReportRow> load_runs(const fs::path& dir) {
     r.name = d.filename().string();
     r.state = run_state_name(rec.status.state);
     r.error = rec.results_error.empty() ? rec.status.error : rec.results_error;
-    if (rec.results) {
-      const RunResults& res = *rec.results;
-      r.has_results = true;
-      r.task = res.task;
-      r.primary = res.primary_metric;
-      r.higher_is_better = res.higher_is_better;
-      r.train_length = res.train_length;
-      r.params = res.params;
-      r.train = res.train;
-      r.eval = res.eval;
-      r.labels = res.id.labels;
-    }
+    r.results = rec.results;
     runs.push_back(r);
   }
   return runs;
 }
 
-std::vector<int64_t> lengths_of(const ReportRow& r) {
-  std::vector<int64_t> out;
-  for (const auto& l : r.eval) out.push_back(l.length);
-  std::sort(out.begin(), out.end());
+// length -> metric -> value.
+std::map<int64_t, std::map<std::string, double>> metric_table(
+    const std::vector<LengthResult>& results) {
+  std::map<int64_t, std::map<std::string, double>> out;
+  for (const LengthResult& l : results) out[l.length] = l.metrics;
   return out;
-}
-
-const LengthResult* at_length(const ReportRow& r, int64_t L) {
-  for (const auto& l : r.eval) {
-    if (l.length == L) return &l;
-  }
-  return nullptr;
-}
-
-double metric_at(const ReportRow& r, int64_t L, const std::string& m) {
-  const LengthResult* l = at_length(r, L);
-  if (!l) return NAN;
-  const auto it = l->metrics.find(m);
-  return it == l->metrics.end() ? NAN : it->second;
 }
 
 // Plot temp files (<name>.png.tmp.<pid>.png) of a report killed mid-plot: removed unless their
@@ -127,31 +109,65 @@ void remove_stale_plot_temps(const fs::path& plots) {
   }
 }
 
-// (step, loss) of a run's metrics.jsonl, averaged over windows so that the plot stays readable.
-std::pair<std::vector<double>, std::vector<double>> loss_curve(const fs::path& metrics) {
-  std::vector<double> xs, ys;
+// Every (step, loss) of a run's metrics.jsonl.
+std::vector<report::LossPoint> loss_points(const fs::path& metrics) {
+  std::vector<report::LossPoint> pts;
   std::ifstream in(metrics);
   std::string line;
-  std::vector<std::pair<double, double>> pts;
   while (std::getline(in, line)) {
     try {
       const json j = json::parse(line);
-      if (j.contains("loss")) pts.emplace_back(j["step"].get<double>(), j["loss"].get<double>());
+      if (j.contains("loss") && j.contains("step")) {
+        const json& l = j["loss"];
+        pts.push_back({j["step"].get<int64_t>(), l.is_number() ? l.get<double>() : NAN});
+      }
     } catch (const std::exception&) {
     }
   }
+  return pts;
+}
+
+report::RunData run_data(const ReportRow& r, const fs::path& dir) {
+  report::RunData d;
+  d.name = r.name;
+  d.state = r.state;
+  d.error = r.error.substr(0, r.error.find('\n'));
+  if (r.results) {
+    const RunResults& res = *r.results;
+    d.task = res.task;
+    d.primary = res.primary_metric;
+    d.higher_is_better = res.higher_is_better;
+    d.train_length = res.train_length;
+    d.labels = res.id.labels;
+    d.eval = metric_table(res.eval);
+    d.validation = metric_table(res.validation);
+    d.chance = res.chance;
+    for (const auto& [k, grid] : res.tuned) d.tuned[k] = grid;
+  }
+  d.loss = loss_points(dir / r.name / "metrics.jsonl");
+  return d;
+}
+
+// The loss curve averaged over windows so that the plot stays readable.
+std::pair<std::vector<double>, std::vector<double>> smoothed(
+    const std::vector<report::LossPoint>& pts) {
+  std::vector<double> xs, ys;
   const size_t w = std::max<size_t>(1, pts.size() / 100);
   for (size_t i = 0; i < pts.size(); i += w) {
     double sx = 0, sy = 0;
     size_t n = 0;
     for (size_t k = i; k < std::min(pts.size(), i + w); ++k, ++n) {
-      sx += pts[k].first;
-      sy += pts[k].second;
+      sx += static_cast<double>(pts[k].step);
+      sy += pts[k].loss;
     }
-    xs.push_back(sx / n);
-    ys.push_back(sy / n);
+    xs.push_back(sx / static_cast<double>(n));
+    ys.push_back(sy / static_cast<double>(n));
   }
   return {xs, ys};
+}
+
+std::string side_text(const report::CellRef& c) {
+  return fmt::format("{} {} at {}", c.variant, c.metric, c.length);
 }
 
 }  // namespace
@@ -172,52 +188,113 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   remove_stale_plot_temps(dir / "plots");
   ReportFiles files;
   files.csv = (dir / "summary.csv").string();
+  files.by_variant_csv = (dir / "summary_by_variant.csv").string();
   files.markdown = (dir / "summary.md").string();
+
+  std::vector<report::RunData> data;
+  for (const auto& r : runs) data.push_back(run_data(r, dir));
+  const std::vector<report::VariantCells> groups = report::aggregate_runs(data);
+  // Health of each run, by name (the variant holds it per run).
+  std::map<std::string, std::string> run_health;
+  for (const auto& v : groups) {
+    for (size_t i = 0; i < v.runs.size(); ++i) run_health[v.runs[i]->name] = v.health[i].text();
+  }
+  // Tuned variants keep the runs of their best value on the validation split.
+  const std::vector<report::VariantCells> variants = report::select_tuned(groups);
 
   // ---- summary.csv: one row per run, every metric at every length.
   std::vector<std::string> label_keys;
   std::set<std::pair<std::string, int64_t>> metric_cols;  // (metric, length)
-  for (const auto& r : runs) {
+  for (const auto& r : data) {
     for (const auto& [k, v] : r.labels) {
       if (std::find(label_keys.begin(), label_keys.end(), k) == label_keys.end())
         label_keys.push_back(k);
     }
-    for (const auto& l : r.eval) {
-      for (const auto& [m, v] : l.metrics) metric_cols.insert({m, l.length});
+    for (const auto& [L, metrics] : r.eval) {
+      for (const auto& [m, v] : metrics) metric_cols.insert({m, L});
     }
   }
   std::vector<std::string> header = {"run"};
   header.insert(header.end(), label_keys.begin(), label_keys.end());
-  for (const char* h :
-       {"task", "state", "params", "steps", "final_train_loss", "train_tokens_per_s", "error"}) {
+  for (const char* h : {"task", "state", "health", "params", "steps", "final_train_loss",
+                        "train_tokens_per_s", "error"}) {
     header.push_back(h);
   }
   for (const auto& [m, L] : metric_cols) header.push_back(fmt::format("{}@{}", m, L));
   std::vector<std::vector<std::string>> rows;
-  for (const auto& r : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const ReportRow& r = runs[i];
     std::vector<std::string> row = {r.name};
-    for (const auto& k : label_keys) {
-      std::string v;
-      for (const auto& [lk, lv] : r.labels)
-        if (lk == k) v = lv;
-      row.push_back(v);
-    }
-    row.push_back(r.task);
+    for (const auto& k : label_keys) row.push_back(data[i].label(k));
+    const TrainRecord* train = r.results && r.results->train ? &*r.results->train : nullptr;
+    row.push_back(data[i].task);
     row.push_back(r.state);
-    row.push_back(r.has_results ? std::to_string(r.params) : "");
-    row.push_back(r.train ? std::to_string(r.train->steps) : "");
-    row.push_back(r.train ? plot::format_number(r.train->final_loss) : "");
-    row.push_back(r.train ? fmt::format("{:.0f}", r.train->tokens_per_s) : "");
-    row.push_back(r.error.substr(0, r.error.find('\n')));
+    row.push_back(run_health.count(r.name) ? run_health[r.name] : "");
+    row.push_back(r.results ? std::to_string(r.results->params) : "");
+    row.push_back(train ? std::to_string(train->steps) : "");
+    row.push_back(train ? plot::format_number(train->final_loss) : "");
+    row.push_back(train ? fmt::format("{:.0f}", train->tokens_per_s) : "");
+    row.push_back(data[i].error);
     for (const auto& [m, L] : metric_cols) {
-      const double v = metric_at(r, L, m);
+      const double v = data[i].value(m, L);
       row.push_back(std::isfinite(v) ? plot::format_number(v) : "");
     }
     rows.push_back(row);
   }
   plot::write_csv(files.csv, header, rows);
 
-  // ---- summary.md: per task, variant x eval length of the primary metric, best in bold.
+  // ---- summary_by_variant.csv: one row per variant, mean and 95% half-width per cell.
+  std::vector<std::string> vlabel_keys, tuned_keys;
+  for (const auto& v : variants) {
+    for (const auto& [k, x] : v.labels) {
+      if (std::find(vlabel_keys.begin(), vlabel_keys.end(), k) == vlabel_keys.end())
+        vlabel_keys.push_back(k);
+    }
+    for (const auto& [k, x] : v.chosen) {
+      if (std::find(tuned_keys.begin(), tuned_keys.end(), k) == tuned_keys.end())
+        tuned_keys.push_back(k);
+    }
+  }
+  std::vector<std::string> vheader = {"variant"};
+  vheader.insert(vheader.end(), vlabel_keys.begin(), vlabel_keys.end());
+  for (const char* h : {"task", "n", "health"}) vheader.push_back(h);
+  for (const auto& k : tuned_keys) {
+    vheader.push_back("best_" + k);
+    vheader.push_back("best_" + k + "_at_edge");
+  }
+  for (const auto& [m, L] : metric_cols) {
+    vheader.push_back(fmt::format("{}@{}", m, L));
+    vheader.push_back(fmt::format("{}@{}_ci95", m, L));
+  }
+  std::vector<std::vector<std::string>> vrows;
+  for (const auto& v : variants) {
+    std::vector<std::string> row = {v.variant};
+    for (const auto& k : vlabel_keys) {
+      std::string val;
+      for (const auto& [lk, lv] : v.labels)
+        if (lk == k) val = lv;
+      row.push_back(val);
+    }
+    row.push_back(v.task);
+    row.push_back(std::to_string(v.runs.size()));
+    row.push_back(v.health_text());
+    for (const auto& k : tuned_keys) {
+      std::string val;
+      for (const auto& [ck, cv] : v.chosen)
+        if (ck == k) val = cv;
+      row.push_back(val);
+      row.push_back(val.empty() ? "" : v.chosen_at_edge.count(k) ? "yes" : "no");
+    }
+    for (const auto& [m, L] : metric_cols) {
+      const report::Interval iv = v.cell(m, L);
+      row.push_back(iv.empty() ? "" : plot::format_number(iv.mean));
+      row.push_back(iv.has_interval() ? plot::format_number(iv.half_width) : "");
+    }
+    vrows.push_back(row);
+  }
+  plot::write_csv(files.by_variant_csv, vheader, vrows);
+
+  // ---- summary.md: per task, variant x eval length of the primary metric.
   std::string md = fmt::format("# {}\n\n", dir.filename().string());
   std::map<std::string, int64_t> states;
   for (const auto& r : runs) ++states[r.state];
@@ -225,57 +302,77 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   for (const auto& [s, c] : states)
     counts += (counts.empty() ? "" : ", ") + fmt::format("{} {}", c, s);
   md += fmt::format("{} runs: {}.\n", runs.size(), counts);
+  md +=
+      "\nCells: mean ± half-width of the 95% confidence interval over the n seeds of a variant "
+      "(Student t, n−1 degrees of freedom; n = 1: the single value, no interval). **Bold**: the "
+      "best mean of its column; ≈: its interval overlaps the best one's (indistinguishable from "
+      "it). Health: docs/experiments.md#run-health.\n";
   std::vector<std::string> tasks;
-  for (const auto& r : runs) {
-    if (!r.task.empty() && lengths_of(r).size() &&
-        std::find(tasks.begin(), tasks.end(), r.task) == tasks.end()) {
-      tasks.push_back(r.task);
-    }
+  for (const auto& v : variants) {
+    if (std::find(tasks.begin(), tasks.end(), v.task) == tasks.end()) tasks.push_back(v.task);
   }
   for (const auto& task : tasks) {
-    std::vector<const ReportRow*> tr;
+    std::vector<const report::VariantCells*> tv;
     std::set<int64_t> lens, train_lens;
-    for (const auto& r : runs) {
-      if (r.task != task || lengths_of(r).empty()) continue;
-      tr.push_back(&r);
-      for (int64_t L : lengths_of(r)) lens.insert(L);
-      train_lens.insert(r.train_length);
+    for (const auto& v : variants) {
+      if (v.task != task) continue;
+      tv.push_back(&v);
+      for (const auto& [key, iv] : v.cells) lens.insert(key.second);
+      train_lens.insert(v.train_length);
     }
-    const std::string metric = tr[0]->primary;
-    const bool higher = tr[0]->higher_is_better;
+    const std::string metric = tv[0]->primary;
+    const bool higher = tv[0]->higher_is_better;
     std::string tl;
     for (int64_t L : train_lens) tl += (tl.empty() ? "" : ", ") + std::to_string(L);
+    bool any_tuned = false;
+    for (const auto* v : tv) any_tuned |= !v->chosen.empty();
     md += fmt::format("\n## {}: {} ({} is better; trained at length {})\n\n", task, metric,
                       higher ? "higher" : "lower", tl);
-    md += "| variant |";
+    md += "| variant | n |";
     for (int64_t L : lens) md += fmt::format(" {}{} |", L, train_lens.count(L) ? " (train)" : "");
-    md += "\n|---|";
+    if (any_tuned) md += " tuned |";
+    md += " health |\n|---|---:|";
     for (size_t i = 0; i < lens.size(); ++i) md += "---:|";
-    md += "\n";
-    std::map<int64_t, double> best;
+    if (any_tuned) md += "---|";
+    md += "---|\n";
+    std::map<int64_t, std::vector<report::CellRank>> ranks;
     for (int64_t L : lens) {
-      double b = NAN;
-      for (const auto* r : tr) {
-        const double v = metric_at(*r, L, metric);
-        if (std::isfinite(v) && (!std::isfinite(b) || (higher ? v > b : v < b))) b = v;
-      }
-      best[L] = b;
+      std::vector<report::Interval> column;
+      for (const auto* v : tv) column.push_back(v->cell(metric, L));
+      ranks[L] = report::rank_cells(column, higher);
     }
-    for (const auto* r : tr) {
-      md += "| " + row_label(*r) + " |";
+    for (size_t i = 0; i < tv.size(); ++i) {
+      const auto* v = tv[i];
+      md += fmt::format("| {} | {} |", row_label(v->labels, v->variant), v->runs.size());
       for (int64_t L : lens) {
-        const double v = metric_at(*r, L, metric);
-        const std::string cell = std::isfinite(v) ? fmt_value(v) : "-";
-        md += (std::isfinite(v) && fmt_value(v) == fmt_value(best[L])) ? " **" + cell + "** |"
-                                                                       : " " + cell + " |";
+        const std::string cell = interval_text(v->cell(metric, L));
+        switch (ranks[L][i]) {
+          case report::CellRank::kBest:
+            md += " **" + cell + "** |";
+            break;
+          case report::CellRank::kIndistinguishable:
+            md += " ≈ " + cell + " |";
+            break;
+          case report::CellRank::kNone:
+            md += " " + cell + " |";
+            break;
+        }
       }
-      md += "\n";
+      if (any_tuned) {
+        std::string t;
+        for (const auto& [k, val] : v->chosen) {
+          t += (t.empty() ? "" : ", ") + k + "=" + val +
+               (v->chosen_at_edge.count(k) ? " (edge of grid)" : "");
+        }
+        md += " " + (t.empty() ? "-" : t) + " |";
+      }
+      md += " " + v->health_text() + " |\n";
     }
 
     if (!plots || !plot::gnuplot_available()) continue;
-    // Metric vs eval length, one line per variant, the training length marked.
+    // Metric vs eval length, one line per variant with 95% error bars, the training length marked.
     plot::LinePlot p;
-    p.title = fmt::format("{}: {} vs eval length", task, metric);
+    p.title = fmt::format("{}: {} vs eval length (mean, 95% CI over seeds)", task, metric);
     p.xlabel = "eval length (tokens)";
     p.ylabel = metric;
     p.logx = true;
@@ -283,33 +380,50 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       p.vline = static_cast<double>(*train_lens.begin());
       p.vline_label = "train length";
     }
-    for (const auto* r : tr) {
-      plot::Series s{row_label(*r), {}, {}};
-      for (int64_t L : lengths_of(*r)) {
+    for (const auto* v : tv) {
+      plot::Series s;
+      s.title = row_label(v->labels, v->variant);
+      bool any_interval = false;
+      for (int64_t L : lens) {
+        const report::Interval iv = v->cell(metric, L);
+        if (iv.empty()) continue;
         s.x.push_back(static_cast<double>(L));
-        s.y.push_back(metric_at(*r, L, metric));
+        s.y.push_back(iv.mean);
+        s.yerr.push_back(iv.half_width);
+        any_interval |= iv.has_interval();
       }
-      p.series.push_back(s);
+      if (!any_interval) s.yerr.clear();
+      if (!s.x.empty()) p.series.push_back(s);
     }
     const std::string png =
         (dir / "plots" / fmt::format("{}_{}_vs_length.png", task, metric)).string();
-    plot::plot_lines(p, png);
-    files.plots.push_back(png);
-    // Train loss vs step.
+    if (!p.series.empty()) {
+      plot::plot_lines(p, png);
+      files.plots.push_back(png);
+    }
+    // Train loss vs step, one line per run.
     plot::LinePlot lp;
     lp.title = fmt::format("{}: training loss", task);
     lp.xlabel = "step";
     lp.ylabel = "train loss (nats/token)";
-    for (const auto* r : tr) {
-      auto [xs, ys] = loss_curve(dir / r->name / "metrics.jsonl");
-      if (!xs.empty()) lp.series.push_back({row_label(*r), xs, ys});
+    for (const auto* v : tv) {
+      for (const auto* r : v->runs) {
+        auto [xs, ys] = smoothed(r->loss);
+        if (!xs.empty()) {
+          plot::Series s;
+          s.title = row_label(r->labels, r->name);
+          s.x = xs;
+          s.y = ys;
+          lp.series.push_back(s);
+        }
+      }
     }
     if (!lp.series.empty()) {
       const std::string lpng = (dir / "plots" / fmt::format("{}_loss_vs_step.png", task)).string();
       plot::plot_lines(lp, lpng);
       files.plots.push_back(lpng);
     }
-    // Per-position loss at the longest length (text).
+    // Per-position loss at the longest length (text), one line per run.
     plot::LinePlot pp;
     const int64_t longest = *lens.rbegin();
     pp.title = fmt::format("{}: loss vs position at length {}", task, longest);
@@ -319,17 +433,24 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       pp.vline = static_cast<double>(*train_lens.begin());
       pp.vline_label = "train length";
     }
-    for (const auto* r : tr) {
-      const LengthResult* at = at_length(*r, longest);
-      if (!at || at->position_loss.empty()) continue;
-      plot::Series s{row_label(*r), {}, {}};
-      const auto& vals = at->position_loss;
-      for (size_t b = 0; b < vals.size(); ++b) {
-        s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
-                      static_cast<double>(vals.size()));
-        s.y.push_back(vals[b]);
+    for (const auto* v : tv) {
+      for (const auto* rd : v->runs) {
+        const auto rec = std::find_if(runs.begin(), runs.end(),
+                                      [&](const ReportRow& x) { return x.name == rd->name; });
+        if (!rec->results) continue;
+        const auto at = std::find_if(rec->results->eval.begin(), rec->results->eval.end(),
+                                     [&](const LengthResult& l) { return l.length == longest; });
+        if (at == rec->results->eval.end() || at->position_loss.empty()) continue;
+        plot::Series s;
+        s.title = row_label(rd->labels, rd->name);
+        const auto& vals = at->position_loss;
+        for (size_t b = 0; b < vals.size(); ++b) {
+          s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
+                        static_cast<double>(vals.size()));
+          s.y.push_back(vals[b]);
+        }
+        pp.series.push_back(s);
       }
-      pp.series.push_back(s);
     }
     if (!pp.series.empty()) {
       const std::string ppng =
@@ -338,6 +459,111 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       files.plots.push_back(ppng);
     }
   }
+
+  // ---- tuning: every candidate's validation score.
+  std::string tuning;
+  for (const auto& v : variants) {
+    if (v.tuning_scores.empty()) continue;
+    std::string cells;
+    for (const auto& [text, score] : v.tuning_scores) {
+      std::string chosen;
+      for (const auto& [k, val] : v.chosen) chosen += (chosen.empty() ? "" : ", ") + k + "=" + val;
+      cells += (cells.empty() ? "" : "; ") + text + ": " +
+               (std::isfinite(score) ? fmt_value(score) : "-") +
+               (text == chosen ? " (chosen)" : "");
+    }
+    std::string edge;
+    for (const auto& k : v.chosen_at_edge) edge += (edge.empty() ? "" : ", ") + k;
+    tuning +=
+        fmt::format("| {} | {} | {} |\n", row_label(v.labels, v.variant), cells,
+                    edge.empty() ? "-" : "best at the edge of the " + edge + " grid: widen it");
+  }
+  if (!tuning.empty()) {
+    md += "\n## Tuning\n\nEach variant keeps the value with the best mean " +
+          std::string(
+              "validation score (primary metric at the training length on the validation "
+              "split, disjoint from the scored eval sets).\n\n| variant | validation score "
+              "per value | edge |\n|---|---|---|\n") +
+          tuning;
+  }
+
+  // ---- claims: judged on the variants' intervals.
+  const std::vector<std::string> claims = read_expectations(dir.string());
+  if (!claims.empty()) {
+    report::ClaimCatalog cat;
+    std::set<std::string> metrics;
+    std::set<int64_t> lengths;
+    for (const auto& v : variants) {
+      cat.variants.push_back({v.variant, v.labels});
+      for (const auto& [key, iv] : v.cells) {
+        metrics.insert(key.first);
+        lengths.insert(key.second);
+      }
+    }
+    cat.metrics.assign(metrics.begin(), metrics.end());
+    cat.lengths.assign(lengths.begin(), lengths.end());
+    const auto lookup = [&](const std::string& name, const std::string& m, int64_t L) {
+      for (const auto& v : variants) {
+        if (v.variant == name) return v.cell(m, L);
+      }
+      return report::Interval{};
+    };
+    const auto higher = [&](const std::string& m) {
+      return variants.empty() ? true
+                              : report::metric_higher_is_better(m, variants[0].primary,
+                                                                variants[0].higher_is_better);
+    };
+    std::vector<std::vector<std::string>> crow;
+    md += "\n## Claims\n\n| claim | outcome | left | right | note |\n|---|---|---|---|---|\n";
+    for (const auto& text : claims) {
+      std::vector<std::string> row = {text};
+      report::ClaimOutcome o;
+      report::Claim c;
+      try {
+        c = report::parse_claim(text);
+        report::resolve_claim(c, cat);
+        o = report::evaluate_claim(c, lookup, higher);
+      } catch (const report::ClaimError& e) {
+        // Checked when the experiment was read; here the runs of a cell may be missing.
+        o.status = report::ClaimStatus::kInconclusive;
+        o.note = std::string("cannot judge on these runs: ") + e.what();
+      }
+      const std::string status = report::claim_status_name(o.status);
+      (o.status == report::ClaimStatus::kHolds   ? files.claims_held
+       : o.status == report::ClaimStatus::kFails ? files.claims_failed
+                                                 : files.claims_inconclusive)++;
+      const auto side_cells = [](const report::Interval& iv, bool number) {
+        return std::vector<std::string>{iv.empty() ? "" : plot::format_number(iv.mean),
+                                        iv.has_interval() ? plot::format_number(iv.half_width) : "",
+                                        number || iv.empty() ? "" : std::to_string(iv.n)};
+      };
+      const std::string left = c.lhs.variant.empty() ? "" : side_text(c.lhs);
+      const std::string right = c.rhs_is_number ? plot::format_number(c.number)
+                                                : (c.rhs.variant.empty() ? "" : side_text(c.rhs));
+      row.push_back(status);
+      row.push_back(left);
+      for (auto& s : side_cells(o.lhs, false)) row.push_back(s);
+      row.push_back(right);
+      for (auto& s : side_cells(o.rhs, c.rhs_is_number)) row.push_back(s);
+      row.push_back(o.note);
+      crow.push_back(row);
+      const auto md_side = [](const report::Interval& iv, bool number) {
+        if (number) return fmt_value(iv.mean);
+        return iv.empty() ? std::string("-") : interval_text(iv) + fmt::format(" (n={})", iv.n);
+      };
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", text,
+                        o.status == report::ClaimStatus::kHolds ? status : "**" + status + "**",
+                        md_side(o.lhs, false), md_side(o.rhs, c.rhs_is_number), o.note);
+    }
+    md += fmt::format("\n{} claims: {} hold, {} fail, {} inconclusive.\n", claims.size(),
+                      files.claims_held, files.claims_failed, files.claims_inconclusive);
+    files.claims_csv = (dir / "claims.csv").string();
+    plot::write_csv(files.claims_csv,
+                    {"claim", "outcome", "left", "left_mean", "left_ci95", "left_n", "right",
+                     "right_mean", "right_ci95", "right_n", "note"},
+                    crow);
+  }
+
   std::string failed;
   for (const auto& r : runs) {
     if (r.state != "finished" && r.state != "new") {

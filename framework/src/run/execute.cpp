@@ -37,6 +37,8 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   r.higher_is_better = b.exp.task->higher_is_better();
   r.train_length = b.exp.task->seq_len();
   r.params = b.params;
+  r.chance = b.exp.task->chance_levels();
+  r.tuned = id.tuned;
   return r;
 }
 
@@ -56,7 +58,10 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     RunResults r = results_of(id, b);
     r.train = TrainRecord{ts.steps,        ts.resumed_from, ts.final_loss,
                           ts.tokens_per_s, ts.wall_s,       ts.model_s};
-    if (!opts.train_only) r.eval = evaluate(*b.model, *b.exp.task, b.exp);
+    if (!opts.train_only) {
+      r.eval = evaluate(*b.model, *b.exp.task, b.exp);
+      if (!id.tuned.empty()) r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
+    }
     folder.write_results(r);
     folder.write_status(opts.train_only ? RunState::kTrained : RunState::kFinished, "",
                         std::chrono::duration<double>(Clock::now() - t0).count());
@@ -100,6 +105,10 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
     // Evaluation adds to what the run reported: the training summary and other lengths stay.
     r.train = prev->train;
     r.eval = prev->eval;
+    r.validation = prev->validation;
+  }
+  if (!id.tuned.empty() && r.validation.empty()) {
+    r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
   }
   for (const LengthResult& now : evaluate(*b.model, *b.exp.task, b.exp)) {
     auto it = std::find_if(r.eval.begin(), r.eval.end(),

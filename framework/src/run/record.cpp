@@ -2,6 +2,7 @@
 // results.json. JSON stays inside this file; every other module sees the typed record.
 
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -32,6 +33,52 @@ std::vector<std::pair<std::string, std::string>> labels_of(const json& j) {
   if (!j.is_object()) return out;
   for (const auto& [k, v] : j.items())
     out.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  return out;
+}
+
+using Tuned = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+json tuned_json(const Tuned& tuned) {
+  json j = json::object();
+  for (const auto& [k, grid] : tuned) j[k] = grid;
+  return j;
+}
+
+Tuned tuned_of(const json& j) {
+  Tuned out;
+  if (!j.is_object()) return out;
+  for (const auto& [k, grid] : j.items()) out.emplace_back(k, grid.get<std::vector<std::string>>());
+  return out;
+}
+
+json lengths_json(const std::vector<LengthResult>& results) {
+  json j = json::object();
+  for (const auto& l : results) {
+    json m = {{"examples", l.examples}};
+    for (const auto& [k, v] : l.metrics) m[k] = v;
+    j[std::to_string(l.length)] = m;
+  }
+  return j;
+}
+
+// {"<length>": {"examples": n, metric: value, ...}} -> results in ascending length (position
+// curves from `pos`, when given).
+std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::object()) {
+  std::vector<LengthResult> out;
+  for (const auto& [len, metrics] : j.items()) {
+    LengthResult lr;
+    lr.length = std::stoll(len);
+    for (const auto& [k, v] : metrics.items()) {
+      if (k == "examples")
+        lr.examples = v.get<int64_t>();
+      else
+        lr.metrics[k] = v.get<double>();
+    }
+    if (pos.contains(len)) lr.position_loss = pos[len].get<std::vector<double>>();
+    out.push_back(lr);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
   return out;
 }
 
@@ -103,6 +150,7 @@ std::optional<RunIdentity> RunFolder::identity() const {
     id.run = j->value("run", "");
     id.labels = labels_of(j->value("labels", json::object()));
     id.config_dir = j->value("config_dir", "");
+    id.tuned = tuned_of(j->value("tuned", json::object()));
     return id;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -135,22 +183,12 @@ std::optional<RunResults> RunFolder::results() const {
       tr.model_s = t.value("model_s", 0.0);
       r.train = tr;
     }
-    const json pos = j->value("position_loss", json::object());
     const json eval = j->value("eval", json::object());  // items() must not outlive it
-    for (const auto& [len, metrics] : eval.items()) {
-      LengthResult lr;
-      lr.length = std::stoll(len);
-      for (const auto& [k, v] : metrics.items()) {
-        if (k == "examples")
-          lr.examples = v.get<int64_t>();
-        else
-          lr.metrics[k] = v.get<double>();
-      }
-      if (pos.contains(len)) lr.position_loss = pos[len].get<std::vector<double>>();
-      r.eval.push_back(lr);
-    }
-    std::sort(r.eval.begin(), r.eval.end(),
-              [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
+    r.eval = lengths_of(eval, j->value("position_loss", json::object()));
+    r.validation = lengths_of(j->value("validation", json::object()));
+    const json chance = j->value("chance", json::object());
+    for (const auto& [m, v] : chance.items()) r.chance[m] = v.get<double>();
+    r.tuned = tuned_of(j->value("tuned", json::object()));
     return r;
   } catch (const UserError&) {
     throw;
@@ -186,10 +224,11 @@ void RunFolder::write_status(RunState state, const std::string& error, double wa
 }
 
 void RunFolder::write_source(const std::string& source_yaml, const RunIdentity& id) const {
-  const json j = {{"experiment", id.experiment},
-                  {"run", id.run},
-                  {"labels", labels_json(id.labels)},
-                  {"config_dir", id.config_dir}};
+  json j = {{"experiment", id.experiment},
+            {"run", id.run},
+            {"labels", labels_json(id.labels)},
+            {"config_dir", id.config_dir}};
+  if (!id.tuned.empty()) j["tuned"] = tuned_json(id.tuned);
   write_file_atomic((fs::path(dir_) / "run.json").string(), j.dump(2) + "\n");
   write_file_atomic((fs::path(dir_) / "source.yaml").string(), source_yaml);
 }
@@ -214,15 +253,17 @@ void RunFolder::write_results(const RunResults& r) const {
                   {"final_loss", t.final_loss}, {"tokens_per_s", t.tokens_per_s},
                   {"wall_s", t.wall_s},         {"model_s", t.model_s}};
   }
-  json ev = json::object(), pos = json::object();
+  json pos = json::object();
   for (const auto& l : r.eval) {
-    json m = {{"examples", l.examples}};
-    for (const auto& [k, v] : l.metrics) m[k] = v;
-    ev[std::to_string(l.length)] = m;
     if (!l.position_loss.empty()) pos[std::to_string(l.length)] = l.position_loss;
   }
-  j["eval"] = ev;
+  j["eval"] = lengths_json(r.eval);
   if (!pos.empty()) j["position_loss"] = pos;
+  if (!r.chance.empty()) j["chance"] = r.chance;
+  if (!r.tuned.empty()) {
+    j["tuned"] = tuned_json(r.tuned);
+    j["validation"] = lengths_json(r.validation);
+  }
   write_file_atomic((fs::path(dir_) / "results.json").string(), j.dump(2) + "\n");
 }
 
@@ -231,6 +272,38 @@ void RunFolder::clear_training() const {
   fs::remove_all(fs::path(dir_) / "checkpoint", ec);
   fs::remove(fs::path(dir_) / "metrics.jsonl", ec);
   fs::remove(fs::path(dir_) / "results.json", ec);
+}
+
+void write_expectations(const std::string& experiment_dir, const std::vector<std::string>& claims) {
+  const fs::path p = fs::path(experiment_dir) / "expect.yaml";
+  if (claims.empty()) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    return;
+  }
+  YAML::Emitter em;
+  em << YAML::BeginSeq;
+  for (const auto& c : claims) em << YAML::DoubleQuoted << c;
+  em << YAML::EndSeq;
+  write_file_atomic(p.string(), std::string(em.c_str()) + "\n");
+}
+
+std::vector<std::string> read_expectations(const std::string& experiment_dir) {
+  const fs::path p = fs::path(experiment_dir) / "expect.yaml";
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return {};
+  try {
+    const YAML::Node n = YAML::Load(read_file(p.string()));
+    if (!n.IsSequence()) throw std::runtime_error("not a list of claims");
+    std::vector<std::string> out;
+    for (const auto& c : n) {
+      if (!c.IsScalar()) throw std::runtime_error("a claim is not a string");
+      out.push_back(c.Scalar());
+    }
+    return out;
+  } catch (const std::exception& e) {
+    throw UserError("unreadable claims file '" + p.string() + "': " + e.what());
+  }
 }
 
 }  // namespace hybridlab

@@ -89,6 +89,7 @@ SweepOutcome run_experiment(const RunRequest& req) {
   std::map<std::string, std::string> crashed;
   if (req.only.empty()) crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
   ensure_writable(exp_dir);
+  write_expectations(exp_dir.string(), exp.expect);
 
   std::vector<RunJob> jobs;
   for (const auto& v : mine) {
@@ -96,7 +97,7 @@ SweepOutcome run_experiment(const RunRequest& req) {
     j.name = v.name;
     j.dir = (exp_dir / v.name).string();
     j.source = run_source_yaml(variant_config(cfg, v, exp.sweep));
-    j.id = RunIdentity{exp.name, v.name, v.labels, config_dir};
+    j.id = RunIdentity{exp.name, v.name, v.labels, config_dir, v.tuned};
     const auto it = crashed.find(v.name);
     if (it != crashed.end()) j.crash = it->second;
     jobs.push_back(std::move(j));

@@ -76,7 +76,20 @@ std::string run_name_part(const std::string& key, const std::string& value) {
 }
 
 std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
-  // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then seeds.
+  // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then tuned axes,
+  // then seeds.
+  for (const auto& t : sweep.tune) {
+    bool clash = false;
+    for (const auto& a : sweep.grid) clash |= a.key == t.key;
+    for (const auto& g : sweep.zip)
+      for (const auto& a : g) clash |= a.key == t.key;
+    if (clash) {
+      throw ConfigError(
+          fmt::format("{}: sweep.tune: '{}' is also swept by grid/zip; a key is "
+                      "either compared (grid) or tuned per variant (tune)",
+                      t.where.str(), t.key));
+    }
+  }
   struct Axis {
     std::vector<std::string> keys;                 // one key (grid) or several (zip)
     std::vector<std::vector<YAML::Node>> columns;  // per key: its values
@@ -98,12 +111,15 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
     }
     if (!ax.keys.empty()) axes.push_back(ax);
   }
+  const size_t first_tuned = axes.size();
+  for (const auto& a : sweep.tune) axes.push_back({{a.key}, {a.values}});
+  const size_t end_tuned = axes.size();
   if (!sweep.seeds.empty()) {
     Axis ax{{"train.seed"}, {{}}};
     for (int64_t s : sweep.seeds) ax.columns[0].push_back(YAML::Node(s));
     axes.push_back(ax);
   }
-  if (axes.empty()) return {Variant{"main", {}, {}}};
+  if (axes.empty()) return {Variant{"main", {}, {}, {}}};
 
   // Short names for the keys that take more than one value.
   std::vector<std::string> varied;
@@ -135,11 +151,18 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
       labels[a].push_back(l);
     }
   }
+  // Tuned keys that vary: their label key and the labels of their grid.
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;
+  for (size_t a = first_tuned; a < end_tuned; ++a) {
+    if (short_name.count(axes[a].keys[0]))
+      tuned.emplace_back(short_name[axes[a].keys[0]], labels[a][0]);
+  }
   std::vector<Variant> out;
   std::vector<size_t> idx(axes.size(), 0);
   std::vector<bool> exclude_used(sweep.exclude.size(), false);
   while (true) {
     Variant v;
+    v.tuned = tuned;
     for (size_t a = 0; a < axes.size(); ++a) {
       for (size_t k = 0; k < axes[a].keys.size(); ++k) {
         const std::string& key = axes[a].keys[k];
@@ -217,6 +240,8 @@ Config variant_config(const Config& base, const Variant& v, const SweepOptions& 
   for (const auto& [key, value] : v.assignments) {
     Location where{base.file(), 0, 0};
     for (const auto& a : sweep.grid)
+      if (a.key == key) where = a.where;
+    for (const auto& a : sweep.tune)
       if (a.key == key) where = a.where;
     for (const auto& g : sweep.zip)
       for (const auto& a : g)

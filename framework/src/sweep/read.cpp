@@ -1,4 +1,4 @@
-// Reading `sweep:` strictly: grid axes, zip groups, seeds, exclude entries.
+// Reading `sweep:` strictly: grid axes, tuned axes, zip groups, seeds, exclude entries.
 
 #include <fmt/format.h>
 
@@ -24,15 +24,19 @@ bool axis_values(Section& s, const YAML::Node& n, const std::string& key, const 
 
 SweepOptions read_sweep_options(Section s) {
   SweepOptions o;
-  if (s.has("grid")) {
-    Section grid = s.child("grid");
-    for (const std::string& key : grid.keys()) {
-      grid.accept(key);
-      SweepAxis axis{key, {}, grid.location(key)};
-      if (axis_values(grid, grid.node()[key], key, key, axis.values)) o.grid.push_back(axis);
+  // grid and tune share one form: dotted key -> non-empty list of values.
+  const auto read_axes = [&s](const char* name, std::vector<SweepAxis>& out) {
+    if (!s.has(name)) return;
+    Section axes = s.child(name);
+    for (const std::string& key : axes.keys()) {
+      axes.accept(key);
+      SweepAxis axis{key, {}, axes.location(key)};
+      if (axis_values(axes, axes.node()[key], key, key, axis.values)) out.push_back(axis);
     }
-    grid.finish();
-  }
+    axes.finish();
+  };
+  read_axes("grid", o.grid);
+  read_axes("tune", o.tune);
   s.accept("zip");
   if (s.has("zip")) {
     YAML::Node z = s.node()["zip"];

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tasks/registry.h"
 #include "tasks/synthetic.h"
 
@@ -58,6 +60,11 @@ class CopyTask : public SyntheticTask {
             {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
   }
   std::string primary_metric() const override { return "string_accuracy"; }
+  std::map<std::string, double> chance_levels() const override {
+    // One letter of `alphabet`; a whole string is alphabet^-length, 0 for any length scored here.
+    const double a = static_cast<double>(o_.alphabet);
+    return {{"token_accuracy", 1.0 / a}, {"string_accuracy", 0.0}, {"loss", std::log(a)}};
+  }
 
  private:
   CopyOptions o_;

@@ -70,6 +70,11 @@ class MqarTask : public SyntheticTask {
             {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
   }
   std::string primary_metric() const override { return "accuracy"; }
+  std::map<std::string, double> chance_levels() const override {
+    // A query's value is one of the V/2 value tokens [V/2, V).
+    const double values = static_cast<double>(o_.vocab_size / 2);
+    return {{"accuracy", 1.0 / values}, {"loss", std::log(values)}};
+  }
 
  private:
   MqarOptions o_;

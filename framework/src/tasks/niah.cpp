@@ -115,6 +115,7 @@ class NiahTask : public SyntheticTask {
     return retrieval_metrics(s);
   }
   std::string primary_metric() const override { return "accuracy"; }
+  std::map<std::string, double> chance_levels() const override { return retrieval_chance(); }
 
  private:
   NiahOptions o_;

@@ -76,6 +76,7 @@ class PasskeyTask : public SyntheticTask {
     return retrieval_metrics(s);
   }
   std::string primary_metric() const override { return "accuracy"; }
+  std::map<std::string, double> chance_levels() const override { return retrieval_chance(); }
 
  private:
   PasskeyOptions o_;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tasks/registry.h"
 #include "tasks/synthetic.h"
 
@@ -50,6 +52,11 @@ class SelectiveCopyTask : public SyntheticTask {
             {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
   }
   std::string primary_metric() const override { return "accuracy"; }
+  std::map<std::string, double> chance_levels() const override {
+    // Data tokens are uniform over [1, vocab_size - 1).
+    const double k = static_cast<double>(o_.vocab_size - 2);
+    return {{"accuracy", 1.0 / k}, {"sequence_accuracy", 0.0}, {"loss", std::log(k)}};
+  }
 
  private:
   SelectiveCopyOptions o_;

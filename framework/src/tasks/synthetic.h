@@ -23,12 +23,17 @@ class SyntheticTask : public Task {
   void prepare(const std::vector<int64_t>& lengths) override;
   Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) override;
   Batch eval_set(int64_t length, int64_t wanted, uint64_t seed) override;
+  /// Eval-like examples (generate(..., Split::kEval)) from the train buckets, with their own
+  /// stream: disjoint from every eval set by the split hash.
+  Batch validation_set(int64_t length, int64_t wanted, uint64_t seed,
+                       const std::vector<int64_t>& eval_lengths, int64_t eval_examples) override;
   /// `n` raw examples of `length` tokens (before split filtering), drawn from `gen`; `split` lets
   /// a task draw eval examples differently (copy: longer strings).
   virtual Batch generate(at::Generator& gen, int64_t n, int64_t length, Split split) = 0;
 
  protected:
-  Batch draw(at::Generator& gen, int64_t n, int64_t length, Split split);
+  /// `n` rows generated for `split`, kept from the eval bucket (`eval_bucket`) or the train ones.
+  Batch draw(at::Generator& gen, int64_t n, int64_t length, Split split, bool eval_bucket);
 };
 
 /// Bytes of `text` as a [len] int64 tensor.
@@ -42,6 +47,10 @@ Batch byte_examples(const std::vector<std::string>& texts,
 /// Metrics of a retrieval task scored on its answer bytes (passkey, niah): `accuracy` (whole
 /// answer exact), `digit_accuracy` (per answer byte) and `loss` (mean over answer bytes, nats).
 std::map<std::string, double> retrieval_metrics(const ScoreSums& s);
+
+/// Chance levels of retrieval_metrics: a uniform guess of each decimal digit (1/10, loss ln 10);
+/// a whole key of 5 or more digits is guessed with probability <= 1e-5, i.e. 0.
+std::map<std::string, double> retrieval_chance();
 
 /// A uniform integer in [lo, hi] drawn from `gen`.
 int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "hybridlab/error.h"
@@ -14,6 +15,13 @@
 namespace hybridlab {
 
 Task::~Task() = default;
+
+Batch Task::validation_set(int64_t, int64_t, uint64_t, const std::vector<int64_t>&, int64_t) {
+  throw DataError(
+      fmt::format("task {} has no validation split, so `sweep.tune` cannot choose "
+                  "values for it",
+                  name()));
+}
 
 void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
                  bool per_position) {
@@ -101,6 +109,10 @@ std::map<std::string, double> retrieval_metrics(const ScoreSums& s) {
           {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
 }
 
+std::map<std::string, double> retrieval_chance() {
+  return {{"accuracy", 0.0}, {"digit_accuracy", 0.1}, {"loss", std::log(10.0)}};
+}
+
 Batch byte_examples(const std::vector<std::string>& texts,
                     const std::vector<int64_t>& answer_begin) {
   const int64_t n = static_cast<int64_t>(texts.size());
@@ -137,7 +149,8 @@ void SyntheticTask::prepare(const std::vector<int64_t>& lengths) {
   }
 }
 
-Batch SyntheticTask::draw(at::Generator& gen, int64_t n, int64_t length, Split split) {
+Batch SyntheticTask::draw(at::Generator& gen, int64_t n, int64_t length, Split split,
+                          bool eval_bucket) {
   std::vector<torch::Tensor> toks, tgts;
   int64_t have = 0;
   for (int attempt = 0; have < n; ++attempt) {
@@ -145,14 +158,14 @@ Batch SyntheticTask::draw(at::Generator& gen, int64_t n, int64_t length, Split s
       throw DataError(
           fmt::format("task {}: cannot draw {} distinct {} examples of length {}: the "
                       "task has too few distinct examples; raise the vocabulary or length",
-                      name(), n, split == Split::kTrain ? "train" : "eval", length));
+                      name(), n, eval_bucket ? "eval" : "train", length));
     }
     // Eval keeps 1 row in 16: draw more candidates per round.
     const int64_t need = n - have;
-    const int64_t m = split == Split::kTrain ? need + need / 8 + 1 : need * kSplitBuckets + 8;
+    const int64_t m = eval_bucket ? need * kSplitBuckets + 8 : need + need / 8 + 1;
     Batch raw = generate(gen, m, length, split);
     const torch::Tensor bucket = split_bucket(raw.tokens);
-    const torch::Tensor keep = split == Split::kTrain ? bucket != 0 : bucket == 0;
+    const torch::Tensor keep = eval_bucket ? bucket == 0 : bucket != 0;
     torch::Tensor idx = keep.nonzero().squeeze(1);
     if (idx.size(0) > need) idx = idx.slice(0, 0, need);
     toks.push_back(raw.tokens.index_select(0, idx));
@@ -164,12 +177,19 @@ Batch SyntheticTask::draw(at::Generator& gen, int64_t n, int64_t length, Split s
 
 Batch SyntheticTask::train_batch(int64_t step, int64_t batch_size, uint64_t seed) {
   at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
-  return draw(g, batch_size, seq_len(), Split::kTrain);
+  return draw(g, batch_size, seq_len(), Split::kTrain, false);
 }
 
 Batch SyntheticTask::eval_set(int64_t length, int64_t wanted, uint64_t seed) {
   at::Generator g = make_generator(derive_seed(seed, 2, static_cast<uint64_t>(length)));
-  return draw(g, wanted, length, Split::kEval);
+  return draw(g, wanted, length, Split::kEval, true);
+}
+
+Batch SyntheticTask::validation_set(int64_t length, int64_t wanted, uint64_t seed,
+                                    const std::vector<int64_t>&, int64_t) {
+  // Stream 3: neither the train stream (1) nor the eval stream (2).
+  at::Generator g = make_generator(derive_seed(seed, 3, static_cast<uint64_t>(length)));
+  return draw(g, wanted, length, Split::kEval, false);
 }
 
 }  // namespace tasks

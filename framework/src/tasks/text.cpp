@@ -43,6 +43,20 @@ class TextTask : public Task {
   bool higher_is_better() const override { return false; }
   bool per_position_curve() const override { return true; }
   std::string primary_metric() const override { return "bits_per_byte"; }
+  std::map<std::string, double> chance_levels() const override {
+    if (!corpus_) return {};
+    // A unigram model of the training bytes: its entropy H bits per byte; its accuracy is the
+    // frequency of the most common byte.
+    const torch::Tensor counts =
+        torch::bincount(corpus_->train.bytes.to(torch::kLong), {}, 256).to(torch::kDouble);
+    const torch::Tensor p = counts / counts.sum();
+    const torch::Tensor nz = p.masked_select(p > 0);
+    const double h = -(nz * nz.log2()).sum().item<double>();
+    return {{"bits_per_byte", h},
+            {"loss", h * std::log(2.0)},
+            {"perplexity", std::exp2(h)},
+            {"accuracy", p.max().item<double>()}};
+  }
 
   void prepare(const std::vector<int64_t>& lengths) override {
     try {
@@ -92,21 +106,35 @@ class TextTask : public Task {
 
   Batch eval_set(int64_t length, int64_t wanted, uint64_t) override {
     prepare({length});
-    const auto& v = corpus_->validation;
-    std::vector<int64_t> offs;
-    for (size_t d = 0; d < v.lengths.size(); ++d) {
-      const int64_t nwin = (v.lengths[d] - 1) / length;
-      for (int64_t w = 0; w < nwin; ++w) offs.push_back(v.offset_of[d] + w * length);
+    return window(corpus_->validation.bytes,
+                  torch::tensor(eval_offsets(length, wanted), torch::kLong), length);
+  }
+
+  Batch validation_set(int64_t length, int64_t wanted, uint64_t,
+                       const std::vector<int64_t>& eval_lengths, int64_t eval_examples) override {
+    prepare({length});
+    // Byte ranges [start, start + L] the eval sets read (input and target bytes), sorted.
+    std::vector<std::pair<int64_t, int64_t>> used;
+    for (int64_t L : eval_lengths) {
+      prepare({L});
+      for (int64_t o : eval_offsets(L, eval_examples)) used.emplace_back(o, o + L);
     }
-    // Evenly spaced windows across the validation set when there are more than wanted.
-    std::vector<int64_t> pick;
-    const auto n = static_cast<int64_t>(offs.size());
-    if (n <= wanted) {
-      pick = offs;
-    } else {
-      for (int64_t i = 0; i < wanted; ++i) pick.push_back(offs[i * n / wanted]);
+    const auto touches = [&](int64_t a, int64_t b) {  // [a, b] meets a used range
+      return std::any_of(used.begin(), used.end(),
+                         [&](const auto& u) { return u.first <= b && a <= u.second; });
+    };
+    std::vector<int64_t> free;
+    for (int64_t o : all_offsets(length)) {
+      if (!touches(o, o + length)) free.push_back(o);
     }
-    return window(v.bytes, torch::tensor(pick, torch::kLong), length);
+    if (free.empty()) {
+      throw DataError(fmt::format(
+          "task text: tuning needs validation windows of {} bytes that no eval window reads, but "
+          "the eval sets (eval.examples {}) read every one; lower eval.examples",
+          length, eval_examples));
+    }
+    return window(corpus_->validation.bytes, torch::tensor(spread(free, wanted), torch::kLong),
+                  length);
   }
 
   std::map<std::string, double> metrics(const ScoreSums& s) const override {
@@ -118,6 +146,27 @@ class TextTask : public Task {
   }
 
  private:
+  // Start of every non-overlapping window of `length` (+1 target byte) in the validation documents.
+  std::vector<int64_t> all_offsets(int64_t length) const {
+    const auto& v = corpus_->validation;
+    std::vector<int64_t> offs;
+    for (size_t d = 0; d < v.lengths.size(); ++d) {
+      const int64_t nwin = (v.lengths[d] - 1) / length;
+      for (int64_t w = 0; w < nwin; ++w) offs.push_back(v.offset_of[d] + w * length);
+    }
+    return offs;
+  }
+  // `wanted` evenly spaced entries of `offs` (all of them when there are no more than wanted).
+  static std::vector<int64_t> spread(const std::vector<int64_t>& offs, int64_t wanted) {
+    const auto n = static_cast<int64_t>(offs.size());
+    if (n <= wanted) return offs;
+    std::vector<int64_t> pick;
+    for (int64_t i = 0; i < wanted; ++i) pick.push_back(offs[i * n / wanted]);
+    return pick;
+  }
+  std::vector<int64_t> eval_offsets(int64_t length, int64_t wanted) const {
+    return spread(all_offsets(length), wanted);
+  }
   static Batch window(const torch::Tensor& bytes, const torch::Tensor& offsets, int64_t T) {
     const torch::Tensor idx =
         offsets.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0);

@@ -54,20 +54,21 @@ TEST_CASE("report: summary.csv rows and summary.md with the best value per colum
   const ReportFiles f = write_report(tmp.str(), false);
   const std::string csv = slurp(f.csv);
   INFO(csv);
-  REQUIRE(csv.find("run,scheme,task,state,params,steps,final_train_loss,train_tokens_per_s,error,"
-                   "accuracy@64,accuracy@128,loss@64,loss@128") == 0);
-  REQUIRE(csv.find("scheme-alibi,alibi,mqar,finished,1234,10,1.5,1000,,0.9,0.75,1,2\n") !=
+  REQUIRE(csv.find(
+              "run,scheme,task,state,health,params,steps,final_train_loss,train_tokens_per_s,error,"
+              "accuracy@64,accuracy@128,loss@64,loss@128") == 0);
+  REQUIRE(csv.find("scheme-alibi,alibi,mqar,finished,ok,1234,10,1.5,1000,,0.9,0.75,1,2\n") !=
           std::string::npos);
-  REQUIRE(csv.find("scheme-rop,,,failed,,,,,PluginError: no scheme 'rop'") != std::string::npos);
+  REQUIRE(csv.find("scheme-rop,,,failed,,,,,,PluginError: no scheme 'rop'") != std::string::npos);
   const std::string md = slurp(f.markdown);
   INFO(md);
   REQUIRE(md == f.markdown_text);
   REQUIRE(md.find("3 runs: 1 failed, 2 finished.") != std::string::npos);
   REQUIRE(md.find("## mqar: accuracy (higher is better; trained at length 64)") !=
           std::string::npos);
-  REQUIRE(md.find("| variant | 64 (train) | 128 |") != std::string::npos);
-  REQUIRE(md.find("| scheme=alibi | 0.9000 | **0.7500** |") != std::string::npos);
-  REQUIRE(md.find("| scheme=rope | **0.9500** | 0.2500 |") != std::string::npos);
+  REQUIRE(md.find("| variant | n | 64 (train) | 128 | health |") != std::string::npos);
+  REQUIRE(md.find("| scheme=alibi | 1 | 0.9000 | **0.7500** | ok |") != std::string::npos);
+  REQUIRE(md.find("| scheme=rope | 1 | **0.9500** | 0.2500 | ok |") != std::string::npos);
   REQUIRE(md.find("- scheme-rop (failed): PluginError: no scheme 'rop'") != std::string::npos);
 }
 

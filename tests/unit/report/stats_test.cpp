@@ -3,11 +3,21 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <ostream>
 
 #include "report/aggregate.h"
 #include "report/stats.h"
 
 using namespace hybridlab::report;
+
+namespace hybridlab::report {
+// Catch prints the ranks of a failed comparison.
+std::ostream& operator<<(std::ostream& os, CellRank r) {
+  return os << (r == CellRank::kBest   ? "best"
+                : r == CellRank::kNone ? "none"
+                                       : "indistinguishable");
+}
+}  // namespace hybridlab::report
 
 namespace {
 Interval iv(double mean, double half, int64_t n = 3) {

@@ -28,14 +28,16 @@ TEST_CASE("run record: status, identity, source and results round-trip", "[runs]
   CHECK(f.status().state == RunState::kTrained);
   CHECK(f.status().pid == ::getpid());
 
-  f.write_source("model: {d_model: 16}\n", RunIdentity{"exp", "r", {{"scheme", "rope"}}, "/x"});
+  f.write_source("model: {d_model: 16}\n",
+                 RunIdentity{"exp", "r", {{"scheme", "rope"}}, "/x", {{"lr", {"0.001", "0.01"}}}});
   CHECK(*f.source() == "model: {d_model: 16}\n");
   CHECK(f.identity()->experiment == "exp");
   CHECK(f.identity()->labels.at(0).second == "rope");
   CHECK(f.identity()->config_dir == "/x");
+  CHECK(f.identity()->tuned.at(0).second == std::vector<std::string>{"0.001", "0.01"});
 
   RunResults r;
-  r.id = RunIdentity{"exp", "r", {{"scheme", "rope"}}, ""};
+  r.id = RunIdentity{"exp", "r", {{"scheme", "rope"}}, "", {}};
   r.task = "mqar";
   r.primary_metric = "accuracy";
   r.train_length = 32;
@@ -43,6 +45,9 @@ TEST_CASE("run record: status, identity, source and results round-trip", "[runs]
   r.train = TrainRecord{12, 5, 2.686761234567891, 1000.5, 3.0, 2.0};
   r.eval.push_back(LengthResult{64, 8, {{"accuracy", 0.25}, {"loss", 3.5}}, {1.0, 2.0}});
   r.eval.push_back(LengthResult{32, 8, {{"accuracy", 0.5}, {"loss", 2.5}}, {}});
+  r.chance = {{"accuracy", 0.0078125}};
+  r.tuned = {{"lr", {"0.001", "0.01"}}};
+  r.validation.push_back(LengthResult{32, 4, {{"accuracy", 0.75}}, {}});
   f.write_results(r);
   const RunResults back = *f.results();
   CHECK(back.id.run == "r");
@@ -56,6 +61,11 @@ TEST_CASE("run record: status, identity, source and results round-trip", "[runs]
   CHECK(back.eval[1].metrics.at("accuracy") == 0.25);
   CHECK(back.eval[1].examples == 8);
   CHECK(back.eval[1].position_loss == std::vector<double>{1.0, 2.0});
+  CHECK(back.chance.at("accuracy") == 0.0078125);
+  CHECK(back.tuned.at(0).first == "lr");
+  CHECK(back.tuned.at(0).second.at(1) == "0.01");
+  REQUIRE(back.validation.size() == 1u);
+  CHECK(back.validation[0].metrics.at("accuracy") == 0.75);
 }
 
 TEST_CASE("run record: a damaged status reads as new, a damaged results.json is named",

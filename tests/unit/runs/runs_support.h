@@ -60,7 +60,7 @@ inline hybridlab::RunFolder prepare_main(const std::filesystem::path& dir, const
   const RunFolder folder((dir / "runs" / exp.name / v.name).string());
   RunLock lock(folder.dir());
   prepare_run_folder(folder, run_source_yaml(variant_config(cfg, v, exp.sweep)),
-                     RunIdentity{exp.name, v.name, v.labels, dir.string()}, train_only);
+                     RunIdentity{exp.name, v.name, v.labels, dir.string(), v.tuned}, train_only);
   return folder;
 }
 

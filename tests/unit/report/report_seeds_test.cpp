@@ -1,0 +1,176 @@
+// The report over run folders written by hand: seeds aggregated into intervals, best and
+// indistinguishable cells, health in every row, claims judged and written to claims.csv.
+
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "hybridlab/report.h"
+#include "hybridlab/run_record.h"
+#include "hybridlab/sweep.h"
+#include "unit/job/job_support.h"
+
+using namespace hybridlab;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct FakeRun {
+  std::string pattern;
+  int seed = 0;
+  double acc64 = 0, acc128 = 0;
+  bool falling = false;  // loss still falling at the end
+};
+
+const std::vector<std::string> kClaims = {
+    "GA accuracy at 64 >= 0.8", "GA accuracy at 64 is better than AA",
+    "GG accuracy at 64 is better than GA", "AA accuracy at 64 >= 0.5"};
+
+void write_run(const fs::path& dir, const FakeRun& f) {
+  const std::string name = "pattern-" + f.pattern + "_seed-" + std::to_string(f.seed);
+  const fs::path d = dir / name;
+  fs::create_directories(d);
+  RunFolder(d.string()).write_status(RunState::kFinished);
+  json j = {{"run", name},
+            {"labels", {{"pattern", f.pattern}, {"seed", std::to_string(f.seed)}}},
+            {"task", "mqar"},
+            {"primary_metric", "accuracy"},
+            {"higher_is_better", true},
+            {"train_length", 64},
+            {"params", 100},
+            {"chance", {{"accuracy", 1.0 / 128}}}};
+  j["eval"]["64"] = {{"accuracy", f.acc64}, {"loss", 1.0}, {"examples", 8}};
+  j["eval"]["128"] = {{"accuracy", f.acc128}, {"loss", 2.0}, {"examples", 8}};
+  std::ofstream(d / "results.json") << j.dump();
+  std::ofstream m(d / "metrics.jsonl");
+  for (int s = 1; s <= 100; ++s) {
+    // Plateau at 1.0 after step 20, or a line still falling by 1% of its value per 10 steps.
+    const double loss = f.falling ? 3.0 - 0.02 * s : (s < 20 ? 3.0 - 0.1 * s : 1.0);
+    m << json({{"step", s}, {"loss", loss}}).dump() << "\n";
+  }
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The CSV row starting with `first` (split at commas; no quoted cells in these files).
+std::vector<std::string> csv_row(const std::string& csv, const std::string& first) {
+  std::istringstream in(csv);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(first + ",", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    return cells;
+  }
+  return {};
+}
+
+void write_sweep(const fs::path& dir) {
+  // GA {0.9, 0.95, 1.0}: mean 0.95, s 0.05, half-width 4.302653 * 0.05 / sqrt(3) = 0.1242069.
+  // GG {0.8, 0.85, 0.9}: mean 0.85, [0.7258, 0.9742] overlaps GA's [0.8258, 1.0742].
+  // AA {0.01, 0.02, 0.03}: mean 0.02, half-width 0.0248414: at chance (1/128).
+  // AG: one seed, 0.9: a point inside GA's interval.
+  const double ga[] = {0.9, 0.95, 1.0}, gg[] = {0.8, 0.85, 0.9}, aa[] = {0.01, 0.02, 0.03};
+  for (int s = 0; s < 3; ++s) {
+    write_run(dir, {"GA", s, ga[s], 0.5, s == 2});
+    write_run(dir, {"GG", s, gg[s], 0.6, false});
+    write_run(dir, {"AA", s, aa[s], 0.01, false});
+  }
+  write_run(dir, {"AG", 0, 0.9, 0.4, false});
+  write_expectations(dir.string(), kClaims);
+}
+
+}  // namespace
+
+TEST_CASE("report: seeds of a variant become mean ± 95% CI with n, best and ≈ marked",
+          "[report][aggregate]") {
+  jobtest::TempDir tmp;
+  write_sweep(tmp.path);
+  const ReportFiles f = write_report(tmp.str(), false);
+  const std::string md = f.markdown_text;
+  INFO(md);
+  REQUIRE(md.find("| variant | n | 64 (train) | 128 | health |") != std::string::npos);
+  REQUIRE(md.find("| pattern=GA | 3 | **0.9500 ± 0.1242** | 0.5000 ± 0.0000 | still learning "
+                  "(1/3) |") != std::string::npos);
+  REQUIRE(md.find("| pattern=GG | 3 | ≈ 0.8500 ± 0.1242 | **0.6000 ± 0.0000** | ok |") !=
+          std::string::npos);
+  REQUIRE(md.find("| pattern=AA | 3 | 0.0200 ± 0.0248 | 0.0100 ± 0.0000 | at chance |") !=
+          std::string::npos);
+  REQUIRE(md.find("| pattern=AG | 1 | ≈ 0.9000 | 0.4000 | ok |") != std::string::npos);
+
+  // summary.csv keeps one row per run, with its own health.
+  const std::string csv = slurp(f.csv);
+  INFO(csv);
+  REQUIRE(csv_row(csv, "pattern-GA_seed-2")[5] == "still learning");
+  REQUIRE(csv_row(csv, "pattern-GA_seed-0")[5] == "ok");
+  REQUIRE(csv_row(csv, "pattern-AA_seed-1")[5] == "at chance");
+
+  // summary_by_variant.csv: one row per variant with n, mean and half-width.
+  const std::string by = slurp(f.by_variant_csv);
+  INFO(by);
+  REQUIRE(by.rfind("variant,pattern,task,n,health,accuracy@64,accuracy@64_ci95,accuracy@128,"
+                   "accuracy@128_ci95,loss@64,loss@64_ci95,loss@128,loss@128_ci95\n",
+                   0) == 0);
+  const auto ga = csv_row(by, "pattern-GA");
+  REQUIRE(ga.size() == 13);
+  REQUIRE(ga[3] == "3");
+  REQUIRE(std::stod(ga[5]) == Approx(0.95));
+  REQUIRE(std::stod(ga[6]) == Approx(0.1242069).epsilon(1e-6));
+  const auto ag = csv_row(by, "pattern-AG");
+  REQUIRE(ag[3] == "1");
+  REQUIRE(ag[6].empty());  // one seed: no interval
+}
+
+TEST_CASE("report: claims are judged on the intervals and written to claims.csv",
+          "[report][claims]") {
+  jobtest::TempDir tmp;
+  write_sweep(tmp.path);
+  const ReportFiles f = write_report(tmp.str(), false);
+  INFO(f.markdown_text);
+  REQUIRE(f.claims_held == 2);
+  REQUIRE(f.claims_failed == 1);
+  REQUIRE(f.claims_inconclusive == 1);
+  REQUIRE(f.markdown_text.find("| GA accuracy at 64 >= 0.8 | holds | 0.9500 ± 0.1242 (n=3) | "
+                               "0.8000 |  |") != std::string::npos);
+  REQUIRE(f.markdown_text.find("| AA accuracy at 64 >= 0.5 | **fails** |") != std::string::npos);
+  REQUIRE(f.markdown_text.find("| GG accuracy at 64 is better than GA | **inconclusive** | "
+                               "0.8500 ± 0.1242 (n=3) | 0.9500 ± 0.1242 (n=3) | intervals "
+                               "overlap |") != std::string::npos);
+  const std::string csv = slurp(f.claims_csv);
+  INFO(csv);
+  REQUIRE(csv.rfind("claim,outcome,left,left_mean,left_ci95,left_n,right,right_mean,right_ci95,"
+                    "right_n,note\n",
+                    0) == 0);
+  const auto row = csv_row(csv, "GA accuracy at 64 is better than AA");
+  REQUIRE(row.size() == 11);
+  REQUIRE(row[1] == "holds");
+  REQUIRE(row[2] == "pattern-GA accuracy at 64");
+  REQUIRE(row[5] == "3");
+  REQUIRE(row[6] == "pattern-AA accuracy at 64");
+  REQUIRE(std::stod(row[7]) == Approx(0.02));
+  REQUIRE(std::stod(row[8]) == Approx(0.0248414).epsilon(1e-5));
+}
+
+TEST_CASE("report: a claim about a variant without finished runs is inconclusive",
+          "[report][claims]") {
+  jobtest::TempDir tmp;
+  write_run(tmp.path, {"GA", 0, 0.9, 0.5, false});
+  write_expectations(tmp.str(), {"GA accuracy at 64 >= 0.5", "ZZ accuracy at 64 >= 0.5"});
+  const ReportFiles f = write_report(tmp.str(), false);
+  INFO(f.markdown_text);
+  REQUIRE(f.claims_held == 1);
+  REQUIRE(f.claims_inconclusive == 1);
+  REQUIRE(f.markdown_text.find("cannot judge on these runs: unknown variant 'ZZ'") !=
+          std::string::npos);
+}
