@@ -2,8 +2,10 @@
 // Matches HazyResearch/zoology@d88d6f5 zoology/data/multiquery_ar.py (num_passes = 1):
 // keys from [1, V/2), values from [V/2, V), distinct within an example; the first 2k tokens are
 // `key value ...`; each key is queried once at position 2k + 2g, the gap g drawn without
-// replacement with probability proportional to (g+1)^(a-1); the query key's next token is its
-// value, and only those k positions are scored. Filler is 0 or uniformly random tokens.
+// replacement with probability proportional to (g+1)^(a-1); the target at the query position is
+// its value, and only those k positions are scored. The value never appears after its query in
+// the input (Zoology puts it in the labels only): the slot after a query is filler like every
+// other non-query position. Filler is 0 or uniformly random tokens.
 
 #include <fmt/format.h>
 
@@ -54,7 +56,9 @@ class MqarTask : public SyntheticTask {
     torch::Tensor seq = torch::zeros({n, L}, torch::kLong);
     seq.index_put_({Slice(), Slice(0, 2 * k)}, kvs);
     seq.scatter_(1, qpos, keys);
-    seq.scatter_(1, qpos + 1, values);
+    // No value after the query: echoed answers would let a model that cannot bind keys to values
+    // still rule out the values already asked for (expected accuracy (1/k + ... + 1/1)/k, 0.52
+    // for k = 4) instead of guessing among all k (1/k).
     if (o_.random_non_queries) {
       const torch::Tensor noise = torch::randint(0, V, {n, L}, gen, torch::kLong);
       seq = torch::where(seq == 0, noise, seq);

@@ -90,7 +90,6 @@ TEST_CASE("mqar: Zoology layout, only query keys scored with their values", "[jo
       REQUIRE((p - 2 * k) % 2 == 0);
       REQUIRE(kv.count(tok[p]) == 1);
       REQUIRE(tgt[p] == kv[tok[p]]);
-      REQUIRE(tok[p + 1] == tgt[p]);  // the value follows its query key
       queried.insert(tok[p]);
     }
     REQUIRE(queried.size() == static_cast<size_t>(k));  // every key queried exactly once
@@ -103,6 +102,34 @@ TEST_CASE("mqar: Zoology layout, only query keys scored with their values", "[jo
   REQUIRE(((e.targets != kIgnoreIndex).sum(1) == k).all().item<bool>());
   REQUIRE_THROWS_AS(t->prepare({14}), ConfigError);  // < 4k
   REQUIRE_THROWS_AS(t->prepare({33}), ConfigError);  // odd
+}
+
+TEST_CASE("mqar: values appear only in the key-value block, never after a query", "[job][tasks]") {
+  // zoology multiquery_ar.py: the query region holds the query keys and filler only; the value of
+  // a query is its label. Without random filler every non-query slot there is 0.
+  auto t = make(
+      "task: {name: mqar, seq_len: 64, vocab_size: 64, num_kv_pairs: 4, random_non_queries: "
+      "false}");
+  t->prepare({64});
+  const Batch b = t->train_batch(0, 32, 4);
+  const int64_t k = 4;
+  for (int64_t r = 0; r < 32; ++r) {
+    const auto tok = row_vec(b.tokens[r]), tgt = row_vec(b.targets[r]);
+    int64_t queries = 0;
+    for (int64_t p = 2 * k; p < 64; ++p) {
+      if (tgt[p] != kIgnoreIndex) {
+        ++queries;
+        REQUIRE(tok[p] >= 1);
+        REQUIRE(tok[p] < 32);  // a key
+      } else {
+        REQUIRE(tok[p] == 0);  // filler, also right after a query
+      }
+    }
+    REQUIRE(queries == k);
+    for (int64_t p = 0; p < 64; ++p) {
+      if (tok[p] >= 32) REQUIRE(p < 2 * k);  // values only in the key-value block
+    }
+  }
 }
 
 TEST_CASE("mqar: power_a concentrates queries near the key-value block", "[job][tasks]") {
