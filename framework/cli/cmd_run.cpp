@@ -135,6 +135,7 @@ void add_run_commands(CLI::App& app) {
   struct EvalArgs {
     std::string run_dir;
     std::vector<int64_t> lengths;
+    std::vector<std::string> variants;
   };
   auto eval_args = std::make_shared<EvalArgs>();
   auto* eval = app.add_subcommand(
@@ -148,8 +149,17 @@ void add_run_commands(CLI::App& app) {
   eval->add_option("--lengths", eval_args->lengths,
                    "Eval lengths instead of eval.lengths, e.g. --lengths 256 512 1024")
       ->delimiter(',');
+  eval->add_option(
+      "--variant", eval_args->variants,
+      "Evaluate the trained weights with settings changed, as the variant NAME (repeatable): "
+      "NAME=KEY=VALUE[,KEY=VALUE...], e.g. --variant "
+      "'ntk=model.attention.position.rope_scaling={type: ntk, factor: 4}'. Only positional-"
+      "scheme settings, attention windows and chunk sizes may change (docs/experiments.md). "
+      "The run's own results are left as they are; the variant is stored beside them");
   eval->callback([eval_args] {
-    eval_run_folder(eval_args->run_dir, eval_args->lengths);
+    std::vector<EvalVariant> variants;
+    for (const auto& text : eval_args->variants) variants.push_back(parse_eval_variant(text));
+    eval_run_folder(eval_args->run_dir, eval_args->lengths, variants);
     fmt::print("wrote {}\n", (fs::path(eval_args->run_dir) / "results.json").string());
   });
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hybridlab/config.h"
@@ -41,6 +42,14 @@ struct TrainOptions {
   int64_t log_every = 10;         ///< steps between plain log lines (no terminal)
 };
 
+/// One `eval.variants` entry: the trained weights evaluated with some settings changed (e.g. a
+/// RoPE scaling applied only at inference, Chen et al. 2023, Peng et al. 2023).
+struct EvalVariant {
+  std::string name;                                     ///< a safe folder name, not "trained"
+  std::vector<std::pair<std::string, YAML::Node>> set;  ///< dotted key -> value, in file order
+  Location where;                                       ///< where the variant is written
+};
+
 /// `eval:` — the lengths to test and the fixed eval set at each.
 struct EvalOptions {
   std::vector<int64_t> lengths;  ///< tokens; default [task.seq_len]
@@ -49,7 +58,30 @@ struct EvalOptions {
   int64_t max_batch_tokens = 32768;       ///< batch shrinks at long lengths to stay under this
   int64_t seed = 1234;                    ///< eval set seed (the same for every run of a sweep)
   int64_t examples_during_training = 32;  ///< examples per eval at `train.eval_every`
+  std::vector<EvalVariant> variants;      ///< `eval.variants`, in file order
 };
+
+/// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
+/// settings of the input scheme, of every attention layer or of one layer's override, the
+/// attention window, and the Gated DeltaNet chunk size. Nothing else: other keys change
+/// parameter shapes or training. (A scheme with parameters of its own, e.g. a learned table, is
+/// refused later, when the variant's parameters are matched against the trained ones.)
+bool eval_safe_key(const std::string& dotted_key);
+
+/// The keys eval_safe_key() accepts, as one line for messages and docs.
+std::string eval_safe_keys_text();
+
+/// `base` with the settings of `v` applied (their locations point at the variant).
+Config eval_variant_config(const Config& base, const EvalVariant& v);
+
+/// The settings of `v` as one line, "key=value, key=value" (values in YAML flow style).
+std::string eval_variant_text(const EvalVariant& v);
+
+/// Parses the command-line form `NAME=KEY=VALUE[,KEY=VALUE...]` (a comma inside [] or {}
+/// belongs to its value; values are YAML, e.g. `ntk=model.attention.position.rope_scaling={type:
+/// ntk, factor: 4}`). Throws UserError for a malformed text, an unsafe name or a key that
+/// eval_safe_key() refuses.
+EvalVariant parse_eval_variant(const std::string& text);
 
 struct Experiment {
   std::string name;  ///< `name:`, default: the file stem; always a safe folder name

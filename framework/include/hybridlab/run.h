@@ -5,8 +5,11 @@
 // the run's lock, and hands the folder to a child process (`hybridlab run-folder DIR`), which
 // executes that folder and nothing else: it never reads the experiment file again. `run`,
 // `train`, `run --only`, `eval` and the report all go through the same record (run_record.h) and
-// the same rule for an existing folder (plan_run):
-//   finished          -> skipped when its source is the same, refused (never overwritten) else;
+// the same rule for an existing folder (plan_run). "Same" compares source configs without their
+// `eval.variants`, which are evaluated on the trained weights and never retrain a run:
+//   finished          -> skipped when its source is the same (`run` first evaluates the eval
+//                        variants it has no results for; its training results stay untouched),
+//                        refused (never overwritten) else;
 //   trained           -> the same, except that `run` evaluates it;
 //   interrupted, failed, running with a dead writer
 //                     -> resumed from its checkpoint when its source is the same, started afresh
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "hybridlab/config.h"
+#include "hybridlab/experiment.h"
 #include "hybridlab/run_record.h"
 #include "hybridlab/sweep.h"
 
@@ -81,15 +85,21 @@ struct ExecuteOptions {
 
 /// Executes one prepared run folder in this process (the caller holds its lock): builds the run
 /// from source.yaml + run.json, trains (resuming from its checkpoint), evaluates, and writes
-/// config.yaml, results.json and status.json. Throws what training throws (Interrupted,
-/// TrainingDiverged, UserError, ...) after recording it in status.json.
+/// config.yaml, results.json and status.json, then evaluates every `eval.variants` entry. A
+/// folder already `finished` only gets the eval variants it has no results for (its status and
+/// training results stay). Throws what training throws (Interrupted, TrainingDiverged,
+/// UserError, ...) after recording it in status.json.
 void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts = {});
 
 /// `hybridlab eval`: evaluates a trained or finished run again (under its lock), optionally at
 /// other lengths (tokens). Eval results are added to results.json (a length evaluated again is
-/// replaced); the training summary is kept; the run ends `finished`. Throws UserError for a
-/// folder that is not a run, not trained to the end, or locked by another process.
-void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths = {});
+/// replaced); the training summary is kept; the run ends `finished`. With `variants`, only those
+/// evaluation variants are evaluated (added beside the others, a variant of the same name
+/// replaced) and the trained setting's results are left as they are. Throws UserError for a
+/// folder that is not a run, not trained to the end, or locked by another process, and for a
+/// variant that changes the model's parameters (naming the parameter).
+void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths = {},
+                     const std::vector<EvalVariant>& variants = {});
 
 /// Loads `path` and applies `key=value` overrides in order.
 Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);

@@ -63,6 +63,13 @@ struct TrainRecord {
   double model_s = 0;        ///< seconds in forward + backward of the last execution
 };
 
+/// The trained weights evaluated with some settings changed (`eval.variants`, `eval --variant`).
+struct EvalVariantResult {
+  std::string name;
+  std::string set;                 ///< its settings, "key=value, ..." (eval_variant_text)
+  std::vector<LengthResult> eval;  ///< ascending length
+};
+
 /// results.json.
 struct RunResults {
   RunIdentity id;  ///< experiment, run, labels (config_dir is not stored here)
@@ -78,6 +85,7 @@ struct RunResults {
   std::vector<std::pair<std::string, std::vector<std::string>>> tuned;  ///< as RunIdentity::tuned
   /// Tuned runs only: the validation-split score at the training length (evaluate_validation).
   std::vector<LengthResult> validation;
+  std::vector<EvalVariantResult> variants;  ///< evaluation variants, in the order evaluated
 };
 
 /// Result of reading a run folder. `results_error` says why a results.json present on disk could

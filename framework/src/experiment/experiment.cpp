@@ -11,6 +11,7 @@
 #include <set>
 
 #include "config/config_state.h"
+#include "experiment/eval_variants.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
 #include "layers/mlp.h"
@@ -79,6 +80,7 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.max_batch_tokens >= 1, "max_batch_tokens", "must be >= 1");
   s.check(o.examples_during_training >= 1, "examples_during_training", "must be >= 1");
+  if (s.has("variants")) o.variants = read_eval_variants(s.child("variants"));
   s.finish();
   return o;
 }
@@ -161,13 +163,22 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
   for (const Variant& v : expand_sweep(e.sweep)) {
     std::set<std::string> drop = {"seed"};
     for (const auto& [k, grid] : v.tuned) drop.insert(k);
-    report::ClaimVariant cv{report::variant_name(v.name, v.labels, drop), {}};
-    for (const auto& [k, val] : v.labels) {
-      if (!drop.count(k)) cv.labels.emplace_back(k, val);
+    // With eval variants, each trained variant is reported once per evaluation setting.
+    std::vector<std::pair<std::string, report::Labels>> rows = {{v.name, v.labels}};
+    if (!e.eval.variants.empty()) {
+      rows = {report::eval_variant_run(v.name, v.labels, "trained")};
+      for (const EvalVariant& ev : e.eval.variants)
+        rows.push_back(report::eval_variant_run(v.name, v.labels, ev.name));
     }
-    bool seen = false;
-    for (const auto& o : cat.variants) seen |= o.name == cv.name;
-    if (!seen) cat.variants.push_back(cv);
+    for (const auto& [name, labels] : rows) {
+      report::ClaimVariant cv{report::variant_name(name, labels, drop), {}};
+      for (const auto& [k, val] : labels) {
+        if (!drop.count(k)) cv.labels.emplace_back(k, val);
+      }
+      bool seen = false;
+      for (const auto& o : cat.variants) seen |= o.name == cv.name;
+      if (!seen) cat.variants.push_back(cv);
+    }
     // The metrics of every variant's task (a sweep may vary the task).
     Config vc = variant_config(e.config, v, e.sweep);
     if (const auto task = read_task(vc.section("task"), ctx)) {
@@ -329,7 +340,20 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
       throw ConfigError(all);
     }
   }
-  if (validate_sweep) check_claims(e, ctx);
+  if (validate_sweep) {
+    // Every eval variant must read as a config too (a scheme's own keys, value types).
+    std::string problems;
+    for (const EvalVariant& v : e.eval.variants) {
+      try {
+        read_experiment(eval_variant_config(cfg, v), false, config_dir);
+      } catch (const ConfigError& err) {
+        problems += fmt::format("{}in eval variant '{}' ({}): {}", problems.empty() ? "" : "\n",
+                                v.name, v.where.str(), err.what());
+      }
+    }
+    if (!problems.empty()) throw ConfigError(problems);
+    check_claims(e, ctx);
+  }
   return e;
 }
 

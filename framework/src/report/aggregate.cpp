@@ -47,6 +47,13 @@ std::string variant_name(const std::string& run_name, const Labels& labels,
   return name.empty() ? "main" : name;
 }
 
+std::pair<std::string, Labels> eval_variant_run(const std::string& name, const Labels& labels,
+                                                const std::string& eval) {
+  Labels out = labels;
+  out.emplace_back("eval", eval);
+  return {name + "_" + run_name_part("eval", eval), out};
+}
+
 bool metric_higher_is_better(const std::string& metric, const std::string& primary,
                              bool primary_higher_is_better) {
   if (metric == primary) return primary_higher_is_better;

@@ -45,6 +45,12 @@ struct RunData {
 std::string variant_name(const std::string& run_name, const Labels& labels,
                          const std::set<std::string>& drop);
 
+/// The run name and labels under which evaluation variant `eval` of a run is reported ("trained"
+/// for the trained setting, when the experiment has eval variants): "<name>_eval-<eval>" and the
+/// labels plus eval=<eval>. Claims and the report both name such rows through this.
+std::pair<std::string, Labels> eval_variant_run(const std::string& name, const Labels& labels,
+                                                const std::string& eval);
+
 /// Whether a larger value of `metric` is better: the task's direction for its primary metric;
 /// otherwise false for losses, bits and perplexities (names containing "loss", "bits" or
 /// "perplexity"), true for the rest (accuracies).

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "hybridlab/error.h"
 #include "hybridlab/run_record.h"
@@ -192,7 +193,30 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   files.markdown = (dir / "summary.md").string();
 
   std::vector<report::RunData> data;
-  for (const auto& r : runs) data.push_back(run_data(r, dir));
+  std::vector<size_t> row_of;  // data index -> runs index
+  // Per-position loss curves of every row of data, by its name.
+  std::map<std::string, const std::vector<LengthResult>*> curves;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const report::RunData base = run_data(runs[i], dir);
+    const auto& res = runs[i].results;
+    if (!res || res->variants.empty()) {
+      data.push_back(base);
+      row_of.push_back(i);
+      if (res) curves[base.name] = &res->eval;
+      continue;
+    }
+    // A run with eval variants: one row for the trained setting, one per variant.
+    const auto add = [&](const std::string& eval, const std::vector<LengthResult>& results) {
+      report::RunData d = base;
+      std::tie(d.name, d.labels) = report::eval_variant_run(base.name, base.labels, eval);
+      d.eval = metric_table(results);
+      data.push_back(d);
+      row_of.push_back(i);
+      curves[d.name] = &results;
+    };
+    add("trained", res->eval);
+    for (const auto& v : res->variants) add(v.name, v.eval);
+  }
   const std::vector<report::VariantCells> groups = report::aggregate_runs(data);
   // Health of each run, by name (the variant holds it per run).
   std::map<std::string, std::string> run_health;
@@ -222,14 +246,14 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   }
   for (const auto& [m, L] : metric_cols) header.push_back(fmt::format("{}@{}", m, L));
   std::vector<std::vector<std::string>> rows;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const ReportRow& r = runs[i];
-    std::vector<std::string> row = {r.name};
+  for (size_t i = 0; i < data.size(); ++i) {
+    const ReportRow& r = runs[row_of[i]];
+    std::vector<std::string> row = {data[i].name};
     for (const auto& k : label_keys) row.push_back(data[i].label(k));
     const TrainRecord* train = r.results && r.results->train ? &*r.results->train : nullptr;
     row.push_back(data[i].task);
     row.push_back(r.state);
-    row.push_back(run_health.count(r.name) ? run_health[r.name] : "");
+    row.push_back(run_health.count(data[i].name) ? run_health[data[i].name] : "");
     row.push_back(r.results ? std::to_string(r.results->params) : "");
     row.push_back(train ? std::to_string(train->steps) : "");
     row.push_back(train ? plot::format_number(train->final_loss) : "");
@@ -435,12 +459,12 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     }
     for (const auto* v : tv) {
       for (const auto* rd : v->runs) {
-        const auto rec = std::find_if(runs.begin(), runs.end(),
-                                      [&](const ReportRow& x) { return x.name == rd->name; });
-        if (!rec->results) continue;
-        const auto at = std::find_if(rec->results->eval.begin(), rec->results->eval.end(),
+        const auto curve = curves.find(rd->name);
+        if (curve == curves.end()) continue;
+        const std::vector<LengthResult>& results = *curve->second;
+        const auto at = std::find_if(results.begin(), results.end(),
                                      [&](const LengthResult& l) { return l.length == longest; });
-        if (at == rec->results->eval.end() || at->position_loss.empty()) continue;
+        if (at == results.end() || at->position_loss.empty()) continue;
         plot::Series s;
         s.title = row_label(rd->labels, rd->name);
         const auto& vals = at->position_loss;

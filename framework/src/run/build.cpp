@@ -3,6 +3,7 @@
 #include "run/build.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hybridlab/runtime.h"
 
@@ -27,6 +28,31 @@ BuiltRun build_run(const Config& cfg, const std::string& config_dir, int64_t thr
   lengths.push_back(b.exp.task->seq_len());
   b.exp.task->prepare(lengths);
   return b;
+}
+
+void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v) {
+  torch::NoGradGuard no_grad;
+  const auto refuse = [&](const std::string& what) {
+    return UserError(
+        fmt::format("eval variant '{}' ({}) {}; an evaluation variant may only change "
+                    "settings that leave the parameters as trained",
+                    v.name, eval_variant_text(v), what));
+  };
+  auto from = trained.named_parameters(true);
+  auto to = variant.named_parameters(true);
+  for (const auto& item : from) {
+    if (!to.contains(item.key()))
+      throw refuse(fmt::format("drops the trained parameter '{}'", item.key()));
+  }
+  for (auto& item : to) {
+    const torch::Tensor* src = from.find(item.key());
+    if (!src) throw refuse(fmt::format("adds the parameter '{}'", item.key()));
+    if (src->sizes() != item.value().sizes()) {
+      throw refuse(fmt::format("changes the shape of '{}' from {} to {}", item.key(),
+                               fmt::join(src->sizes(), "×"), fmt::join(item.value().sizes(), "×")));
+    }
+    item.value().copy_(*src);
+  }
 }
 
 }  // namespace hybridlab

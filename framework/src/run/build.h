@@ -23,4 +23,11 @@ struct BuiltRun {
 /// read_experiment, the plugin host and the task throw; a LibTorch failure becomes a UserError.
 BuiltRun build_run(const Config& cfg, const std::string& config_dir = "", int64_t threads = 0);
 
+/// Copies every parameter of `trained` into `variant` (the model of eval variant `v`), which
+/// must have the same parameter names and shapes: an evaluation variant may change how the
+/// weights are used, never which exist. Buffers are not copied: they hold what the variant's own
+/// settings compute (e.g. rotary tables). Throws UserError naming `v` and the first parameter
+/// added, dropped or reshaped.
+void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v);
+
 }  // namespace hybridlab

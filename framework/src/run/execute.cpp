@@ -1,10 +1,12 @@
 // Executing one run folder in this process: source.yaml -> model -> train (+ eval) -> record.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
@@ -42,11 +44,73 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   return r;
 }
 
+// Evaluates each of `variants` on the weights of `trained` (built from `cfg`).
+std::vector<EvalVariantResult> evaluate_variants(const Config& cfg, const std::string& config_dir,
+                                                 LanguageModel& trained,
+                                                 const std::vector<EvalVariant>& variants) {
+  std::vector<EvalVariantResult> out;
+  for (const EvalVariant& v : variants) {
+    BuiltRun vb = build_run(eval_variant_config(cfg, v), config_dir);
+    adopt_trained_weights(trained, *vb.model, v);
+    out.push_back({v.name, eval_variant_text(v), evaluate(*vb.model, *vb.exp.task, vb.exp)});
+  }
+  return out;
+}
+
+// Puts `now` into `into`, replacing a result of the same name.
+void merge_variants(std::vector<EvalVariantResult>& into,
+                    const std::vector<EvalVariantResult>& now) {
+  for (const auto& r : now) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const EvalVariantResult& x) { return x.name == r.name; });
+    if (it != into.end())
+      *it = r;
+    else
+      into.push_back(r);
+  }
+}
+
+// The eval variants of `exp` that `prev` has no results for (by name and settings).
+std::vector<EvalVariant> variants_to_do(const Experiment& exp,
+                                        const std::optional<RunResults>& prev) {
+  std::vector<EvalVariant> todo;
+  for (const EvalVariant& v : exp.eval.variants) {
+    bool done = false;
+    if (prev) {
+      for (const auto& r : prev->variants)
+        done |= r.name == v.name && r.set == eval_variant_text(v);
+    }
+    if (!done) todo.push_back(v);
+  }
+  return todo;
+}
+
+// A finished run asked for eval variants it lacks: evaluates them from its checkpoint and adds
+// them to its results. Its status and training results are left as they are, also on failure.
+void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunIdentity& id,
+                          const ExecuteOptions& opts) {
+  std::optional<RunResults> r = folder.results();
+  BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
+  if (!r || load_model_checkpoint(*b.model, folder.dir()) < 0) {
+    throw UserError(
+        fmt::format("'{}' is finished but holds no results or checkpoint to evaluate "
+                    "eval variants on",
+                    folder.dir()));
+  }
+  const std::vector<EvalVariant> todo = variants_to_do(b.exp, r);
+  merge_variants(r->variants, evaluate_variants(cfg, id.config_dir, *b.model, todo));
+  folder.write_results(*r);
+}
+
 }  // namespace
 
 void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   const auto t0 = Clock::now();
   auto [cfg, id] = folder_config(folder);
+  if (folder.status().state == RunState::kFinished && !opts.train_only) {
+    add_missing_variants(folder, cfg, id, opts);
+    return;
+  }
   try {
     folder.write_status(RunState::kRunning);
     BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
@@ -76,9 +140,16 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     }
     throw;
   }
+  // Eval variants come after the run is finished and recorded: one that fails (e.g. it would
+  // change the parameters) is reported without costing the run its results.
+  const YAML::Node listed = cfg.lookup("eval.variants");
+  if (!opts.train_only && listed.IsDefined() && !listed.IsNull()) {
+    add_missing_variants(folder, cfg, id, opts);
+  }
 }
 
-void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths) {
+void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths,
+                     const std::vector<EvalVariant>& variants) {
   const RunFolder folder(run_dir);
   auto [cfg, id] = folder_config(folder);
   RunLock lock(run_dir);
@@ -106,6 +177,19 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
     r.train = prev->train;
     r.eval = prev->eval;
     r.validation = prev->validation;
+    r.variants = prev->variants;
+  }
+  if (!variants.empty()) {
+    // Ad-hoc variants only: the trained setting's results are not touched.
+    if (!prev || prev->eval.empty()) {
+      throw UserError(
+          fmt::format("'{}' has no results of its trained setting yet; `hybridlab eval "
+                      "{}` first, then its variants",
+                      run_dir, run_dir));
+    }
+    merge_variants(r.variants, evaluate_variants(cfg, id.config_dir, *b.model, variants));
+    folder.write_results(r);
+    return;
   }
   if (!id.tuned.empty() && r.validation.empty()) {
     r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
@@ -120,6 +204,8 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
   }
   std::sort(r.eval.begin(), r.eval.end(),
             [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
+  merge_variants(r.variants,
+                 evaluate_variants(cfg, id.config_dir, *b.model, variants_to_do(b.exp, prev)));
   folder.write_results(r);
   if (st.state != RunState::kFinished) folder.write_status(RunState::kFinished);
 }

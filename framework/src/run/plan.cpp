@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
 
 namespace hybridlab {
@@ -32,17 +33,69 @@ std::string run_source_yaml(const Config& variant_cfg) {
   return std::string(em.c_str()) + "\n";
 }
 
+namespace {
+
+// A source config without its `eval.variants` (what training depends on), or "" when unreadable.
+std::string training_part(const std::string& source) {
+  try {
+    YAML::Node tree = YAML::Load(source);
+    if (tree.IsMap() && tree["eval"] && tree["eval"].IsMap()) tree["eval"].remove("variants");
+    YAML::Emitter em;
+    em << tree;
+    return em.c_str();
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+}
+
+// The eval variants `source` lists that `rec` has no results for (by name and settings).
+std::vector<std::string> missing_variants(const RunRecord& rec, const std::string& source) {
+  std::vector<std::string> missing;
+  try {
+    const YAML::Node tree = YAML::Load(source);
+    const YAML::Node listed =
+        tree.IsMap() && tree["eval"] ? tree["eval"]["variants"] : YAML::Node();
+    if (!listed || !listed.IsMap()) return missing;
+    for (const auto& kv : listed) {
+      EvalVariant v{kv.first.Scalar(), {}, {}};
+      if (kv.second.IsMap()) {
+        for (const auto& s : kv.second) v.set.emplace_back(s.first.Scalar(), s.second);
+      }
+      const std::string set = eval_variant_text(v);
+      bool done = false;
+      if (rec.results) {
+        for (const auto& r : rec.results->variants) done |= r.name == v.name && r.set == set;
+      }
+      if (!done) missing.push_back(v.name);
+    }
+  } catch (const YAML::Exception&) {
+  }
+  return missing;
+}
+
+}  // namespace
+
 RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_only) {
   const bool same = rec.source && *rec.source == source;
+  // Eval variants are evaluated on the trained weights: listing others never retrains a run.
+  const bool same_training = same || (rec.source && !training_part(source).empty() &&
+                                      training_part(*rec.source) == training_part(source));
   switch (rec.status.state) {
     case RunState::kFinished:
-      if (same) return {RunAction::kSkip, "finished before, skipped"};
+      if (same_training) {
+        const std::vector<std::string> missing = missing_variants(rec, source);
+        if (missing.empty()) return {RunAction::kSkip, "finished before, skipped"};
+        std::string names;
+        for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+        if (train_only) return {RunAction::kSkip, "finished before, skipped"};
+        return {RunAction::kResume, "finished before; evaluating its eval variants " + names};
+      }
       return {RunAction::kRefuse,
               fmt::format("'{}' finished with a different configuration and is not overwritten; "
                           "delete it or use another --runs-dir",
                           rec.dir)};
     case RunState::kTrained:
-      if (!same) {
+      if (!same_training) {
         return {RunAction::kRefuse,
                 fmt::format("'{}' was trained with a different configuration and is not "
                             "overwritten; delete it or use another --runs-dir",
@@ -56,7 +109,8 @@ RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_onl
     case RunState::kInterrupted:
       break;
   }
-  if (same || !rec.source) return {rec.source ? RunAction::kResume : RunAction::kFresh, ""};
+  if (same_training || !rec.source)
+    return {rec.source ? RunAction::kResume : RunAction::kFresh, ""};
   return {RunAction::kFresh, "configuration changed since it was interrupted; starting afresh"};
 }
 

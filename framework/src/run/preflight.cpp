@@ -74,7 +74,22 @@ void write_all(int fd, const std::string& s) {
     char kind = 0;
     std::string msg;
     try {
-      build_run(variant_config(cfg, variants[groups[g].members[0]], sweep), config_dir);
+      const Config vc = variant_config(cfg, variants[groups[g].members[0]], sweep);
+      BuiltRun b = build_run(vc, config_dir);
+      // Eval variants are built too, and matched against the trained parameters, so that a
+      // mistake in one is refused now rather than after training.
+      for (const EvalVariant& ev : b.exp.eval.variants) {
+        try {
+          BuiltRun vb = build_run(eval_variant_config(vc, ev), config_dir);
+          adopt_trained_weights(*b.model, *vb.model, ev);
+        } catch (const ConfigError& e) {
+          throw ConfigError(
+              fmt::format("in eval variant '{}' ({}): {}", ev.name, ev.where.str(), e.what()));
+        } catch (const PluginError& e) {
+          throw PluginError(
+              fmt::format("in eval variant '{}' ({}): {}", ev.name, ev.where.str(), e.what()));
+        }
+      }
     } catch (const ConfigError& e) {
       kind = 'C', msg = e.what();
     } catch (const PluginError& e) {

@@ -61,6 +61,14 @@ json lengths_json(const std::vector<LengthResult>& results) {
   return j;
 }
 
+json positions_json(const std::vector<LengthResult>& results) {
+  json j = json::object();
+  for (const auto& l : results) {
+    if (!l.position_loss.empty()) j[std::to_string(l.length)] = l.position_loss;
+  }
+  return j;
+}
+
 // {"<length>": {"examples": n, metric: value, ...}} -> results in ascending length (position
 // curves from `pos`, when given).
 std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::object()) {
@@ -189,6 +197,12 @@ std::optional<RunResults> RunFolder::results() const {
     const json chance = j->value("chance", json::object());
     for (const auto& [m, v] : chance.items()) r.chance[m] = v.get<double>();
     r.tuned = tuned_of(j->value("tuned", json::object()));
+    const json variants = j->value("eval_variants", json::array());
+    for (const json& v : variants) {
+      const json vpos = v.value("position_loss", json::object());
+      r.variants.push_back(EvalVariantResult{v.value("name", ""), v.value("set", ""),
+                                             lengths_of(v.value("eval", json::object()), vpos)});
+    }
     return r;
   } catch (const UserError&) {
     throw;
@@ -253,13 +267,18 @@ void RunFolder::write_results(const RunResults& r) const {
                   {"final_loss", t.final_loss}, {"tokens_per_s", t.tokens_per_s},
                   {"wall_s", t.wall_s},         {"model_s", t.model_s}};
   }
-  json pos = json::object();
-  for (const auto& l : r.eval) {
-    if (!l.position_loss.empty()) pos[std::to_string(l.length)] = l.position_loss;
-  }
   j["eval"] = lengths_json(r.eval);
-  if (!pos.empty()) j["position_loss"] = pos;
+  if (const json pos = positions_json(r.eval); !pos.empty()) j["position_loss"] = pos;
   if (!r.chance.empty()) j["chance"] = r.chance;
+  if (!r.variants.empty()) {
+    json variants = json::array();
+    for (const auto& v : r.variants) {
+      json vj = {{"name", v.name}, {"set", v.set}, {"eval", lengths_json(v.eval)}};
+      if (const json p = positions_json(v.eval); !p.empty()) vj["position_loss"] = p;
+      variants.push_back(vj);
+    }
+    j["eval_variants"] = variants;
+  }
   if (!r.tuned.empty()) {
     j["tuned"] = tuned_json(r.tuned);
     j["validation"] = lengths_json(r.validation);

@@ -80,6 +80,8 @@ void record_end(const RunJob& job, RunState state, const std::string& error) {
     const RunFolder folder(job.dir);
     const RunStatus now = folder.status();
     if (now.state == state && (state != RunState::kFailed || !now.error.empty())) return;
+    // A finished run is final: a child that failed while adding eval variants to it leaves it so.
+    if (now.state == RunState::kFinished) return;
     folder.write_status(state, error);
   } catch (const UserError&) {
   }

@@ -174,3 +174,45 @@ TEST_CASE("report: a claim about a variant without finished runs is inconclusive
   REQUIRE(f.markdown_text.find("cannot judge on these runs: unknown variant 'ZZ'") !=
           std::string::npos);
 }
+
+TEST_CASE("report: eval variants are rows beside the trained setting, aggregated over seeds",
+          "[report][eval_variants]") {
+  jobtest::TempDir tmp;
+  // Two seeds of one trained model; its eval variant "ntk" is better at 128.
+  const double trained128[] = {3.0, 3.2}, ntk128[] = {2.0, 2.2};
+  for (int s = 0; s < 2; ++s) {
+    const std::string name = "seed-" + std::to_string(s);
+    const fs::path d = tmp.path / name;
+    fs::create_directories(d);
+    const RunFolder f(d.string());
+    f.write_status(RunState::kFinished);
+    RunResults r;
+    r.id = RunIdentity{"exp", name, {{"seed", std::to_string(s)}}, "", {}};
+    r.task = "text";
+    r.primary_metric = "bits_per_byte";
+    r.higher_is_better = false;
+    r.train_length = 64;
+    r.eval = {LengthResult{64, 8, {{"bits_per_byte", 2.5}}, {}},
+              LengthResult{128, 8, {{"bits_per_byte", trained128[s]}}, {}}};
+    r.variants = {EvalVariantResult{"ntk",
+                                    "model.attention.position.rope_scaling={type: ntk}",
+                                    {LengthResult{64, 8, {{"bits_per_byte", 2.6}}, {}},
+                                     LengthResult{128, 8, {{"bits_per_byte", ntk128[s]}}, {}}}}};
+    f.write_results(r);
+  }
+  write_expectations(tmp.str(), {"ntk bits_per_byte at 128 is better than trained",
+                                 "trained bits_per_byte at 64 is better than ntk"});
+  const ReportFiles f = write_report(tmp.str(), false);
+  INFO(f.markdown_text);
+  // Half-width of {3.0, 3.2}: 12.7062 * 0.141421 / sqrt(2) = 1.270620.
+  CHECK(f.markdown_text.find("| eval=trained | 2 | **2.5000 ± 0.0000** | ≈ 3.1000 ± 1.2706 |") !=
+        std::string::npos);
+  CHECK(f.markdown_text.find("| eval=ntk | 2 | 2.6000 ± 0.0000 | **2.1000 ± 1.2706** |") !=
+        std::string::npos);
+  // Intervals overlap at 128: inconclusive; at 64 both are exact points: holds.
+  CHECK(f.claims_inconclusive == 1);
+  CHECK(f.claims_held == 1);
+  const std::string csv = slurp(f.csv);
+  CHECK(csv_row(csv, "seed-0_eval-ntk").size() > 3);
+  CHECK(csv_row(csv, "seed-1_eval-trained").size() > 3);
+}

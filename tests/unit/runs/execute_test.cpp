@@ -119,8 +119,8 @@ TEST_CASE("execute: a trained run is final for train, evaluated by run, extended
   {
     RunLock lock(f.dir());
     CHECK(prepare_run_folder(f, *f.source(), *f.identity(), true).action == RunAction::kSkip);
-    CHECK(prepare_run_folder(f, *f.source() + "# changed\n", *f.identity(), false).action ==
-          RunAction::kRefuse);
+    CHECK(prepare_run_folder(f, *f.source() + "description: changed\n", *f.identity(), false)
+              .action == RunAction::kRefuse);
   }
   CHECK(f.results()->eval.size() == 3u);
   CHECK(f.status().state == RunState::kFinished);

@@ -48,3 +48,29 @@ TEST_CASE("run plan: unfinished runs resume, or restart when their config change
   CHECK(plan_run(folder(RunState::kNew, nullptr), "a", false).action == RunAction::kFresh);
   CHECK(plan_run(folder(RunState::kNew, nullptr), "a", false).message.empty());
 }
+
+TEST_CASE("run plan: eval variants never retrain; a finished run gets the ones it lacks",
+          "[runs][plan]") {
+  const char* trained = "train: {lr: 0.01}\neval: {lengths: [32]}\n";
+  const std::string with =
+      "train: {lr: 0.01}\neval: {lengths: [32], variants: {w8: {model.attention.window: 8}}}\n";
+  RunRecord rec = folder(RunState::kFinished, trained);
+  rec.results = RunResults{};
+  const RunPlan add = plan_run(rec, with, false);
+  CHECK(add.action == RunAction::kResume);
+  CHECK_THAT(add.message, Catch::Contains("eval variants w8"));
+  CHECK(plan_run(rec, with, true).action == RunAction::kSkip);  // train never evaluates
+  // Evaluated already (same name and settings): skipped; other settings: evaluated again.
+  rec.results->variants.push_back({"w8", "model.attention.window=8", {}});
+  CHECK(plan_run(rec, with, false).action == RunAction::kSkip);
+  rec.results->variants[0].set = "model.attention.window=16";
+  CHECK(plan_run(rec, with, false).action == RunAction::kResume);
+  // Dropping the variants changes nothing; a training change is still refused.
+  CHECK(plan_run(folder(RunState::kFinished, with.c_str()), trained, false).action ==
+        RunAction::kSkip);
+  CHECK(plan_run(rec, "train: {lr: 0.02}\n" + with.substr(with.find("eval")), false).action ==
+        RunAction::kRefuse);
+  // An interrupted run resumes whatever its variants.
+  CHECK(plan_run(folder(RunState::kInterrupted, trained), with, false).action ==
+        RunAction::kResume);
+}

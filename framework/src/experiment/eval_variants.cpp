@@ -1,0 +1,147 @@
+// Evaluation variants: which settings may change after training, reading `eval.variants`, the
+// command-line form, and applying one to a run's config.
+
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "experiment/eval_variants.h"
+#include "hybridlab/error.h"
+#include "hybridlab/experiment.h"
+
+namespace hybridlab {
+namespace {
+
+// Settings a trained model's parameters do not depend on. Each pattern with the text that names
+// it in messages and docs/experiments.md.
+const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
+  static const std::vector<std::pair<std::regex, const char*>> keys = {
+      {std::regex(R"(model\.position(\..+)?)"), "model.position[.KEY]"},
+      {std::regex(R"(model\.attention\.position(\..+)?)"), "model.attention.position[.KEY]"},
+      {std::regex(R"(model\.attention\.window)"), "model.attention.window"},
+      {std::regex(R"(model\.gated_deltanet\.chunk_size)"), "model.gated_deltanet.chunk_size"},
+      {std::regex(R"(model\.overrides\.-?[0-9]+\.position(\..+)?)"),
+       "model.overrides.N.position[.KEY]"},
+      {std::regex(R"(model\.overrides\.-?[0-9]+\.window)"), "model.overrides.N.window"},
+      {std::regex(R"(model\.overrides\.-?[0-9]+\.chunk_size)"), "model.overrides.N.chunk_size"},
+  };
+  return keys;
+}
+
+// Why `name` cannot name a variant ("" when it can).
+std::string name_problem(const std::string& name) {
+  if (name == "trained") return "'trained' names the trained setting itself";
+  if (folder_name(name) != name)
+    return fmt::format("use letters, digits, '.', '_', '+' or '-' (e.g. '{}')", folder_name(name));
+  return "";
+}
+
+std::string unsafe_key_message(const std::string& key) {
+  return fmt::format(
+      "'{}' cannot change after training (it changes the model's parameters or how it was "
+      "trained); an evaluation variant may set {}",
+      key, eval_safe_keys_text());
+}
+
+}  // namespace
+
+bool eval_safe_key(const std::string& dotted_key) {
+  for (const auto& [re, text] : safe_keys()) {
+    if (std::regex_match(dotted_key, re)) return true;
+  }
+  return false;
+}
+
+std::string eval_safe_keys_text() {
+  std::string out;
+  for (const auto& [re, text] : safe_keys()) out += (out.empty() ? "" : ", ") + std::string(text);
+  return out;
+}
+
+std::vector<EvalVariant> read_eval_variants(Section s) {
+  std::vector<EvalVariant> out;
+  for (const std::string& name : s.keys()) {
+    s.accept(name);
+    if (const std::string p = name_problem(name); !p.empty()) {
+      s.error(name, fmt::format("'{}' cannot name an evaluation variant: {}", name, p));
+      continue;
+    }
+    const YAML::Node m = s.node()[name];
+    if (!m.IsMap() || m.size() == 0) {
+      s.error(name,
+              "must map to the settings it changes, e.g. {model.attention.position.rope_scaling: "
+              "{type: ntk, factor: 4}}");
+      continue;
+    }
+    EvalVariant v{name, {}, s.location(name)};
+    Section keys = s.child(name);
+    for (const std::string& key : keys.keys()) {
+      keys.accept(key);
+      if (!eval_safe_key(key)) {
+        keys.error(key, unsafe_key_message(key));
+        continue;
+      }
+      v.set.emplace_back(key, YAML::Clone(m[key]));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+Config eval_variant_config(const Config& base, const EvalVariant& v) {
+  Config c = base.clone();
+  for (const auto& [key, value] : v.set) c.set(key, value, v.where);
+  return c;
+}
+
+std::string eval_variant_text(const EvalVariant& v) {
+  std::string out;
+  for (const auto& [key, value] : v.set) {
+    YAML::Emitter em;
+    em << YAML::Flow << value;
+    out += (out.empty() ? "" : ", ") + key + "=" + em.c_str();
+  }
+  return out;
+}
+
+EvalVariant parse_eval_variant(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return UserError(fmt::format(
+        "--variant '{}': {}; expected NAME=KEY=VALUE[,KEY=VALUE...], e.g. "
+        "ntk=model.attention.position.rope_scaling={{type: ntk, factor: 4}}",
+        text, why));
+  };
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw bad("no NAME= in front");
+  EvalVariant v;
+  v.name = text.substr(0, eq);
+  v.where = Location{"--variant " + v.name, 0, 0};
+  if (const std::string p = name_problem(v.name); !p.empty()) throw bad("bad NAME: " + p);
+  // The assignments, split at commas outside [] and {} (flow values keep theirs).
+  std::vector<std::string> parts(1);
+  int depth = 0;
+  for (char c : text.substr(eq + 1)) {
+    depth += (c == '[' || c == '{') ? 1 : (c == ']' || c == '}') ? -1 : 0;
+    if (c == ',' && depth == 0)
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  }
+  for (const std::string& part : parts) {
+    const size_t at = part.find('=');
+    if (at == std::string::npos || at == 0) throw bad("'" + part + "' is not KEY=VALUE");
+    const std::string key = part.substr(0, at);
+    if (!eval_safe_key(key)) throw UserError("--variant '" + text + "': " + unsafe_key_message(key));
+    YAML::Node value;
+    try {
+      value = YAML::Load(part.substr(at + 1));
+    } catch (const YAML::Exception& e) {
+      throw bad("the value of " + key + " is not YAML (" + e.msg + ")");
+    }
+    if (!value.IsDefined() || value.IsNull()) throw bad("the value of " + key + " is empty");
+    v.set.emplace_back(key, value);
+  }
+  return v;
+}
+
+}  // namespace hybridlab

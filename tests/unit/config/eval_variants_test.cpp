@@ -1,0 +1,75 @@
+// `eval.variants` and `eval --variant`: only settings the trained parameters do not depend on.
+
+#include <catch2/catch.hpp>
+
+#include "hybridlab/error.h"
+#include "hybridlab/experiment.h"
+
+using namespace hybridlab;
+
+namespace {
+
+Experiment read(const std::string& variants) {
+  return read_experiment(
+      Config::parse("model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: 2}}\n"
+                    "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+                    "eval:\n  lengths: [32]\n  variants:\n" +
+                        variants,
+                    "exp.yaml"));
+}
+
+}  // namespace
+
+TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
+  CHECK(eval_safe_key("model.attention.position.rope_scaling"));
+  CHECK(eval_safe_key("model.attention.position"));
+  CHECK(eval_safe_key("model.position.scheme"));
+  CHECK(eval_safe_key("model.attention.window"));
+  CHECK(eval_safe_key("model.gated_deltanet.chunk_size"));
+  CHECK(eval_safe_key("model.overrides.3.position.scheme"));
+  CHECK(eval_safe_key("model.overrides.-1.window"));
+  CHECK_FALSE(eval_safe_key("model.d_model"));
+  CHECK_FALSE(eval_safe_key("model.attention.n_heads"));
+  CHECK_FALSE(eval_safe_key("model.attention.positional"));
+  CHECK_FALSE(eval_safe_key("model.overrides.x.window"));
+  CHECK_FALSE(eval_safe_key("train.lr"));
+}
+
+TEST_CASE("eval variants: read in file order; a shape-changing key is refused at file:line",
+          "[config][eval_variants]") {
+  const Experiment e = read(
+      "    ntk: {model.attention.position.rope_scaling: {type: ntk, factor: 4}}\n"
+      "    w16: {model.attention.window: 16, model.gated_deltanet.chunk_size: 8}\n");
+  REQUIRE(e.eval.variants.size() == 2u);
+  CHECK(e.eval.variants[0].name == "ntk");
+  CHECK(eval_variant_text(e.eval.variants[0]) ==
+        "model.attention.position.rope_scaling={type: ntk, factor: 4}");
+  CHECK(eval_variant_text(e.eval.variants[1]) ==
+        "model.attention.window=16, model.gated_deltanet.chunk_size=8");
+  CHECK_THROWS_WITH(read("    wide: {model.d_model: 32}\n"),
+                    Catch::Contains("exp.yaml:6:12") && Catch::Contains("'model.d_model' cannot "
+                                                                        "change after training"));
+  CHECK_THROWS_WITH(read("    trained: {model.attention.window: 8}\n"),
+                    Catch::Contains("'trained' names the trained setting"));
+  CHECK_THROWS_WITH(read("    empty: {}\n"), Catch::Contains("must map to the settings"));
+  // Values are checked as the reader of the key would.
+  CHECK_THROWS_WITH(read("    bad: {model.attention.window: many}\n"),
+                    Catch::Contains("in eval variant 'bad'") && Catch::Contains("window"));
+}
+
+TEST_CASE("eval --variant: NAME=KEY=VALUE[,KEY=VALUE], commas inside flow values kept",
+          "[config][eval_variants]") {
+  const EvalVariant v = parse_eval_variant(
+      "yarn=model.attention.position.rope_scaling={type: yarn, factor: 4},model.attention."
+      "window=64");
+  CHECK(v.name == "yarn");
+  REQUIRE(v.set.size() == 2u);
+  CHECK(v.set[0].first == "model.attention.position.rope_scaling");
+  CHECK(v.set[0].second["factor"].as<int>() == 4);
+  CHECK(v.set[1].second.as<int>() == 64);
+  CHECK_THROWS_AS(parse_eval_variant("model.attention.window"), UserError);
+  CHECK_THROWS_WITH(parse_eval_variant("x=train.lr=0.1"),
+                    Catch::Contains("'train.lr' cannot change after training"));
+  CHECK_THROWS_WITH(parse_eval_variant("a b=model.attention.window=8"), Catch::Contains("NAME"));
+  CHECK_THROWS_WITH(parse_eval_variant("x=model.attention.window="), Catch::Contains("empty"));
+}
