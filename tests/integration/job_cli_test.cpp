@@ -13,40 +13,18 @@
 #include <fstream>
 #include <string>
 
+#include "cli_support.h"
+
 namespace fs = std::filesystem;
+using clitest::cli;
+using clitest::Result;
+using clitest::slurp;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
+struct Tmp : clitest::TempDir {
+  Tmp() : clitest::TempDir("jobcli") {}
 };
-
-Result cli(const std::string& args) {
-  const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH= OMP_NUM_THREADS=1 '") +
-                          HYBRIDLAB_CLI + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-struct Tmp {
-  fs::path path = fs::temp_directory_path() / ("hybridlab_jobcli_" + std::to_string(::getpid()));
-  Tmp() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Tmp() { fs::remove_all(path); }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void write_experiment(const fs::path& file,
                       const std::string& schemes = "[nope, alibi, /nonexistent/broken.so]") {

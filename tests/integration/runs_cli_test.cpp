@@ -21,27 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "cli_support.h"
+
 namespace fs = std::filesystem;
+using clitest::cli;
+using clitest::Result;
+using clitest::slurp;
 using json = nlohmann::json;
 
 namespace {
-
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result cli(const std::string& args) {
-  const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH= OMP_NUM_THREADS=1 '") +
-                          HYBRIDLAB_CLI + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
 
 // Starts the CLI in the background (output to `log`); `limit_bytes` > 0 caps file sizes.
 pid_t spawn(const std::vector<std::string>& args, const fs::path& log, long limit_bytes = 0) {
@@ -77,19 +65,9 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-struct Tmp {
-  fs::path path = fs::temp_directory_path() / ("hybridlab_runscli_" + std::to_string(::getpid()));
-  Tmp() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Tmp() { fs::remove_all(path); }
+struct Tmp : clitest::TempDir {
+  Tmp() : clitest::TempDir("runscli") {}
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 json status_of(const fs::path& run) {
   try {

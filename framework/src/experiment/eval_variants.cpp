@@ -106,10 +106,10 @@ std::string eval_variant_text(const EvalVariant& v) {
 
 EvalVariant parse_eval_variant(const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    return UserError(fmt::format(
-        "--variant '{}': {}; expected NAME=KEY=VALUE[,KEY=VALUE...], e.g. "
-        "ntk=model.attention.position.rope_scaling={{type: ntk, factor: 4}}",
-        text, why));
+    return UserError(
+        fmt::format("--variant '{}': {}; expected NAME=KEY=VALUE[,KEY=VALUE...], e.g. "
+                    "ntk=model.attention.position.rope_scaling={{type: ntk, factor: 4}}",
+                    text, why));
   };
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0) throw bad("no NAME= in front");
@@ -131,7 +131,8 @@ EvalVariant parse_eval_variant(const std::string& text) {
     const size_t at = part.find('=');
     if (at == std::string::npos || at == 0) throw bad("'" + part + "' is not KEY=VALUE");
     const std::string key = part.substr(0, at);
-    if (!eval_safe_key(key)) throw UserError("--variant '" + text + "': " + unsafe_key_message(key));
+    if (!eval_safe_key(key))
+      throw UserError("--variant '" + text + "': " + unsafe_key_message(key));
     YAML::Node value;
     try {
       value = YAML::Load(part.substr(at + 1));

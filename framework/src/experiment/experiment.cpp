@@ -80,7 +80,12 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.max_batch_tokens >= 1, "max_batch_tokens", "must be >= 1");
   s.check(o.examples_during_training >= 1, "examples_during_training", "must be >= 1");
-  if (s.has("variants")) o.variants = read_eval_variants(s.child("variants"));
+  if (s.has("variants")) {
+    o.variants = read_eval_variants(s.child("variants"));
+    // Shown as written in the resolved config (config.yaml, `config show`).
+    YAML::Node resolved = s.config().resolved();
+    resolved["eval"]["variants"] = YAML::Clone(s.node()["variants"]);
+  }
   s.finish();
   return o;
 }

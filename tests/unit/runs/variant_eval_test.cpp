@@ -25,7 +25,8 @@ std::string yaml(const std::string& variants = "") {
              "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
              "train: {steps: 6, batch_size: 4, lr: 0.01, warmup_steps: 1, seed: 3}\n"
              "runtime: {threads: 1}\n"
-             "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n"
+             "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR
+             "']}\n"
              "eval: {lengths: [32, 64], examples: 8") +
          (variants.empty() ? "" : ", variants: " + variants) + "}\n";
 }
@@ -46,9 +47,10 @@ const EvalVariantResult& variant(const RunResults& r, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("eval variants: repeating the trained setting is bit for bit; dynamic NTK changes only "
-          "lengths past the training length",
-          "[runs][eval_variants]") {
+TEST_CASE(
+    "eval variants: repeating the trained setting is bit for bit; dynamic NTK changes only "
+    "lengths past the training length",
+    "[runs][eval_variants]") {
   runstest::TempDir tmp;
   const RunFolder f = runstest::prepare_main(
       tmp.path, yaml("{same: {model.attention.position.rope_theta: 10000}, "
@@ -83,8 +85,9 @@ TEST_CASE("eval variants: added to a finished run, they are evaluated and its re
   const auto metrics_size = fs::file_size(f.metrics_path());
 
   // The same experiment with a variant: the run is not retrained, only the variant evaluated.
-  const std::string with = yaml("{ntk: {model.attention.position.rope_scaling: "
-                                "{type: ntk, factor: 2}}}");
+  const std::string with = yaml(
+      "{ntk: {model.attention.position.rope_scaling: "
+      "{type: ntk, factor: 2}}}");
   {
     std::ofstream(tmp.path / "exp.yaml") << with;
     const Config cfg = load_experiment_config((tmp.path / "exp.yaml").string(), {});
@@ -113,12 +116,13 @@ TEST_CASE("eval variants: added to a finished run, they are evaluated and its re
   CHECK(plan_run(f.read(), run_source_yaml(other), false).action == RunAction::kRefuse);
 }
 
-TEST_CASE("eval variants: one that changes the parameters is refused naming the parameter, and "
-          "the run stays finished",
-          "[runs][eval_variants]") {
+TEST_CASE(
+    "eval variants: one that changes the parameters is refused naming the parameter, and "
+    "the run stays finished",
+    "[runs][eval_variants]") {
   runstest::TempDir tmp;
-  const RunFolder f = runstest::prepare_main(
-      tmp.path, yaml("{t5: {model.attention.position: {scheme: t5}}}"));
+  const RunFolder f =
+      runstest::prepare_main(tmp.path, yaml("{t5: {model.attention.position: {scheme: t5}}}"));
   CHECK_THROWS_WITH(execute_run_folder(f, quiet()),
                     Catch::Contains("eval variant 't5'") && Catch::Contains("adds the parameter"));
   CHECK(f.status().state == RunState::kFinished);

@@ -1,0 +1,54 @@
+#pragma once
+// Helpers of the CLI tests: running the built CLI, a temporary folder, reading a file.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace clitest {
+
+struct Result {
+  int code;  ///< exit code (-1 when killed by a signal)
+  std::string out;
+};
+
+/// Runs `hybridlab ARGS` through the shell (no plugin folders from the environment, one OpenMP
+/// thread), with stdout and stderr together.
+inline Result cli(const std::string& args) {
+  const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH= OMP_NUM_THREADS=1 '") +
+                          HYBRIDLAB_CLI + "' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+/// A fresh empty folder <temp>/hybridlab_<tag>_<pid>, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag)
+      : path(std::filesystem::temp_directory_path() /
+             ("hybridlab_" + tag + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace clitest
