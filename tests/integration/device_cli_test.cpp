@@ -1,40 +1,20 @@
 // `runtime.device: cuda` where LibTorch sees no GPU (a CPU build, or no device): every command
 // that would train stops with one error line naming file:line:key, exit code 2, and writes nothing.
 
-#include <sys/wait.h>
 #include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "cli_support.h"
+
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-}  // namespace
 
 TEST_CASE("cli: runtime.device cuda without a GPU is one error, exit 2, nothing written",
           "[cli][device]") {
@@ -42,9 +22,8 @@ TEST_CASE("cli: runtime.device cuda without a GPU is one error, exit 2, nothing 
     WARN("LibTorch sees a CUDA device here: the no-GPU error cannot be shown");
     return;
   }
-  const fs::path dir = fs::temp_directory_path() / "hybridlab_device_cli_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const clitest::TempDir tmp("device_cli");
+  const fs::path& dir = tmp.path;
   const fs::path cfg = dir / "gpu.yaml";
   std::ofstream(cfg) << "model: {d_model: 32, vocab_size: 64, layers: GA,\n"
                         "        attention: {n_heads: 2}, gated_deltanet: {n_heads: 2}}\n"
@@ -54,14 +33,12 @@ TEST_CASE("cli: runtime.device cuda without a GPU is one error, exit 2, nothing 
   const std::string cmd = GENERATE(as<std::string>{}, "run", "train");
   CAPTURE(cmd);
   const fs::path runs = dir / "runs";
-  const Result r = run("cd " + dir.string() + " && " + HYBRIDLAB_CLI + " " + cmd + " " +
-                       cfg.string() + " --runs-dir " + runs.string());
+  const clitest::Result r = clitest::cli(cmd + " " + cfg.string() + " --runs-dir " + runs.string());
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains(cfg.string() + ":5:11: runtime.device is 'cuda' but CUDA is not "
-                                               "available"));
+  CHECK_THAT(r.out, Contains(cfg.string() + ":5:11: runtime.device is 'cuda' but CUDA is not "
+                                            "available"));
   // One line, and no runs folder (nor anything else) written.
-  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(runs));
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);
-  fs::remove_all(dir);
 }
