@@ -40,6 +40,11 @@ struct TrainOptions {
   int64_t eval_every = 0;         ///< steps between evals at seq_len during training; 0 = none
   int64_t checkpoint_every = 50;  ///< steps between checkpoints; 0 = only at the end / Ctrl-C
   int64_t log_every = 10;         ///< steps between plain log lines (no terminal)
+  /// A trained or finished run folder whose trained weights start this run ("" = random init):
+  /// continued training, e.g. fine-tuning at a longer length after a RoPE rescaling (Chen et al.
+  /// 2023). Relative paths are against the experiment file's folder; "{seed}" stands for
+  /// train.seed (each seed continues its own run). The optimizer starts fresh.
+  std::string init_from;
 };
 
 /// One `eval.variants` entry: the trained weights evaluated with some settings changed (e.g. a

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "hybridlab/run.h"
@@ -42,6 +43,35 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   r.chance = b.exp.task->chance_levels();
   r.tuned = id.tuned;
   return r;
+}
+
+// train.init_from: the trained weights of another run start this one.
+void init_weights_from(LanguageModel& model, const std::string& from) {
+  const RunFolder src(from);
+  const RunState state = src.status().state;
+  if (state != RunState::kTrained && state != RunState::kFinished) {
+    throw UserError(fmt::format("train.init_from: '{}' is {}, not a trained run; train it first",
+                                from, run_state_name(state)));
+  }
+  // LibTorch's loader replaces a parameter of another shape without a word: compare after it.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model.named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
+  try {
+    if (load_model_checkpoint(model, from) < 0)
+      throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
+    for (const auto& p : model.named_parameters(true)) {
+      if (p.value().sizes().vec() != shapes[p.key()]) {
+        throw UserError(fmt::format(
+            "train.init_from: the weights of '{}' do not fit this model ('{}' is {} there, {} "
+            "here)",
+            from, p.key(), fmt::join(p.value().sizes(), "×"), fmt::join(shapes[p.key()], "×")));
+      }
+    }
+  } catch (const c10::Error& e) {
+    const std::string why = e.what_without_backtrace();
+    throw UserError(fmt::format("train.init_from: the weights of '{}' do not fit this model ({})",
+                                from, why.substr(0, why.find('\n'))));
+  }
 }
 
 // Evaluates each of `variants` on the weights of `trained` (built from `cfg`).
@@ -115,6 +145,12 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     folder.write_status(RunState::kRunning);
     BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
     folder.write_config(cfg.resolved_yaml());
+    if (!b.exp.train.init_from.empty() && !fs::exists(folder.checkpoint_path())) {
+      std::string from = b.exp.train.init_from;
+      for (size_t at = from.find("{seed}"); at != std::string::npos; at = from.find("{seed}"))
+        from.replace(at, 6, std::to_string(b.exp.train.seed));
+      init_weights_from(*b.model, from);
+    }
     TrainerHooks hooks;
     hooks.quiet = opts.quiet;
     hooks.stop_after = opts.stop_after;

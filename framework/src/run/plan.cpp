@@ -28,6 +28,14 @@ std::string run_source_yaml(const Config& variant_cfg) {
       if (!p.is_absolute()) paths[i] = (base / p).lexically_normal().string();
     }
   }
+  // So is the run a run continues from (train.init_from).
+  YAML::Node init = tree["train"] ? tree["train"]["init_from"] : YAML::Node();
+  if (init && init.IsScalar() && !init.Scalar().empty() && fs::path(init.Scalar()).is_relative()) {
+    const fs::path base = variant_cfg.file().empty()
+                              ? fs::current_path()
+                              : fs::absolute(fs::path(variant_cfg.file())).parent_path();
+    tree["train"]["init_from"] = (base / init.Scalar()).lexically_normal().string();
+  }
   YAML::Emitter em;
   em << tree;
   return std::string(em.c_str()) + "\n";

@@ -154,3 +154,30 @@ TEST_CASE("execute: a changed config restarts an interrupted run instead of resu
   CHECK(g.status().state == RunState::kFinished);
   CHECK_THAT(runstest::slurp(fs::path(g.dir()) / "config.yaml"), Catch::Contains("d_model: 24"));
 }
+
+TEST_CASE("execute: train.init_from starts a run from another run's trained weights",
+          "[runs][execute]") {
+  runstest::TempDir a_dir, b_dir, c_dir;
+  const RunFolder a = runstest::prepare_main(a_dir.path, runstest::tiny_yaml(kTrain));
+  // Before `a` is trained, a run continuing from it is refused.
+  const std::string from =
+      "train: {steps: 1, batch_size: 4, lr: 1.0e-12, warmup_steps: 0, "
+      "weight_decay: 0, init_from: '" +
+      a.dir() + "'}\n";
+  const RunFolder b = runstest::prepare_main(b_dir.path, runstest::tiny_yaml(from));
+  CHECK_THROWS_WITH(execute_run_folder(b, quiet()),
+                    Catch::Contains("train.init_from") && Catch::Contains("not a trained run"));
+  execute_run_folder(a, quiet());
+  const RunFolder b2 = runstest::prepare_main(b_dir.path, runstest::tiny_yaml(from));
+  execute_run_folder(b2, quiet());
+  // One step at lr 1e-12 leaves a's weights: b scores what a scored.
+  const RunResults ra = *a.results(), rb = *b2.results();
+  for (size_t i = 0; i < ra.eval.size(); ++i) {
+    CHECK(rb.eval[i].metrics.at("loss") == Approx(ra.eval[i].metrics.at("loss")).epsilon(1e-6));
+  }
+  // A model of another shape does not fit.
+  std::string wide = runstest::tiny_yaml(from);
+  wide.replace(wide.find("d_model: 16"), 11, "d_model: 32");
+  const RunFolder c = runstest::prepare_main(c_dir.path, wide);
+  CHECK_THROWS_WITH(execute_run_folder(c, quiet()), Catch::Contains("do not fit this model"));
+}
