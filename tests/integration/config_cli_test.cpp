@@ -72,7 +72,7 @@ TEST_CASE("cli: the resolved config of every shipped experiment loads again unch
           "[cli][config]") {
   const fs::path experiments = fs::path(HYBRIDLAB_SOURCE_DIR) / "experiments";
   int checked = 0;
-  for (const auto& e : fs::directory_iterator(experiments)) {
+  for (const auto& e : fs::recursive_directory_iterator(experiments)) {
     if (e.path().extension() != ".yaml") continue;
     INFO(e.path().string());
     const auto first = run(kCli + " config show " + e.path().string());
