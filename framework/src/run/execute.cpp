@@ -12,6 +12,7 @@
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
 #include "run/build.h"
+#include "run/variants.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -100,21 +101,6 @@ void merge_variants(std::vector<EvalVariantResult>& into,
   }
 }
 
-// The eval variants of `exp` that `prev` has no results for (by name and settings).
-std::vector<EvalVariant> variants_to_do(const Experiment& exp,
-                                        const std::optional<RunResults>& prev) {
-  std::vector<EvalVariant> todo;
-  for (const EvalVariant& v : exp.eval.variants) {
-    bool done = false;
-    if (prev) {
-      for (const auto& r : prev->variants)
-        done |= r.name == v.name && r.set == eval_variant_text(v);
-    }
-    if (!done) todo.push_back(v);
-  }
-  return todo;
-}
-
 // A finished run asked for eval variants it lacks: evaluates them from its checkpoint and adds
 // them to its results. Its status and training results are left as they are, also on failure.
 void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunIdentity& id,
@@ -127,7 +113,7 @@ void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunI
                     "eval variants on",
                     folder.dir()));
   }
-  const std::vector<EvalVariant> todo = variants_to_do(b.exp, r);
+  const std::vector<EvalVariant> todo = variants_without_results(b.exp.eval.variants, r);
   merge_variants(r->variants, evaluate_variants(cfg, id.config_dir, *b.model, todo));
   folder.write_results(*r);
 }
@@ -241,7 +227,8 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
   std::sort(r.eval.begin(), r.eval.end(),
             [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
   merge_variants(r.variants,
-                 evaluate_variants(cfg, id.config_dir, *b.model, variants_to_do(b.exp, prev)));
+                 evaluate_variants(cfg, id.config_dir, *b.model,
+                                   variants_without_results(b.exp.eval.variants, prev)));
   folder.write_results(r);
   if (st.state != RunState::kFinished) folder.write_status(RunState::kFinished);
 }

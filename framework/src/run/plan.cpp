@@ -6,6 +6,7 @@
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
+#include "run/variants.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -56,32 +57,41 @@ std::string training_part(const std::string& source) {
   }
 }
 
-// The eval variants `source` lists that `rec` has no results for (by name and settings).
-std::vector<std::string> missing_variants(const RunRecord& rec, const std::string& source) {
-  std::vector<std::string> missing;
+// The eval variants `source` lists (read from its YAML: plan_run reads nothing else).
+std::vector<EvalVariant> listed_variants(const std::string& source) {
+  std::vector<EvalVariant> out;
   try {
     const YAML::Node tree = YAML::Load(source);
     const YAML::Node listed =
         tree.IsMap() && tree["eval"] ? tree["eval"]["variants"] : YAML::Node();
-    if (!listed || !listed.IsMap()) return missing;
+    if (!listed || !listed.IsMap()) return out;
     for (const auto& kv : listed) {
       EvalVariant v{kv.first.Scalar(), {}, {}};
       if (kv.second.IsMap()) {
         for (const auto& s : kv.second) v.set.emplace_back(s.first.Scalar(), s.second);
       }
-      const std::string set = eval_variant_text(v);
-      bool done = false;
-      if (rec.results) {
-        for (const auto& r : rec.results->variants) done |= r.name == v.name && r.set == set;
-      }
-      if (!done) missing.push_back(v.name);
+      out.push_back(v);
     }
   } catch (const YAML::Exception&) {
   }
-  return missing;
+  return out;
 }
 
 }  // namespace
+
+std::vector<EvalVariant> variants_without_results(const std::vector<EvalVariant>& listed,
+                                                  const std::optional<RunResults>& done) {
+  std::vector<EvalVariant> missing;
+  for (const EvalVariant& v : listed) {
+    const std::string set = eval_variant_text(v);
+    bool found = false;
+    if (done) {
+      for (const auto& r : done->variants) found |= r.name == v.name && r.set == set;
+    }
+    if (!found) missing.push_back(v);
+  }
+  return missing;
+}
 
 RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_only) {
   const bool same = rec.source && *rec.source == source;
@@ -91,10 +101,11 @@ RunPlan plan_run(const RunRecord& rec, const std::string& source, bool train_onl
   switch (rec.status.state) {
     case RunState::kFinished:
       if (same_training) {
-        const std::vector<std::string> missing = missing_variants(rec, source);
+        const std::vector<EvalVariant> missing =
+            variants_without_results(listed_variants(source), rec.results);
         if (missing.empty()) return {RunAction::kSkip, "finished before, skipped"};
         std::string names;
-        for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+        for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m.name;
         if (train_only) return {RunAction::kSkip, "finished before, skipped"};
         return {RunAction::kResume, "finished before; evaluating its eval variants " + names};
       }
