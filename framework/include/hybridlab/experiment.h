@@ -63,12 +63,18 @@ struct EvalOptions {
   int64_t max_batch_tokens = 32768;       ///< batch shrinks at long lengths to stay under this
   int64_t seed = 1234;                    ///< eval set seed (the same for every run of a sweep)
   int64_t examples_during_training = 32;  ///< examples per eval at `train.eval_every`
-  std::vector<EvalVariant> variants;      ///< `eval.variants`, in file order
+  /// Sliding-window evaluation (language modelling only): each eval window of L tokens scores
+  /// only its last `stride` tokens, so every scored token sees at least L - stride tokens of
+  /// context; stride 1 gives each exactly L - 1 (Press et al. 2022, "Train Short, Test Long",
+  /// §4 and App. B). 0 (default): non-overlapping evaluation, every token of the window scored.
+  int64_t stride = 0;
+  std::vector<EvalVariant> variants;  ///< `eval.variants`, in file order
 };
 
 /// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
 /// settings of the input scheme, of every attention layer or of one layer's override, the
-/// attention window, and the Gated DeltaNet chunk size. Nothing else: other keys change
+/// attention window, the Gated DeltaNet chunk size, and `eval.stride` (sliding-window scoring).
+/// Nothing else: other keys change
 /// parameter shapes or training. (A scheme with parameters of its own, e.g. a learned table, is
 /// refused later, when the variant's parameters are matched against the trained ones.)
 bool eval_safe_key(const std::string& dotted_key);

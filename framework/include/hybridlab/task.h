@@ -93,7 +93,8 @@ class Task {
   /// The metric reports plot and rank by ("accuracy", "bits_per_byte", ...).
   virtual std::string primary_metric() const = 0;
   virtual bool higher_is_better() const { return true; }
-  /// Whether eval keeps a per-position loss curve (text).
+  /// Whether every position is a target (language modelling: text): eval then keeps a
+  /// per-position loss curve and may score sliding windows (`eval.stride`).
   virtual bool per_position_curve() const { return false; }
   /// Chance level of each metric: what a model that ignores the context scores (e.g. MQAR
   /// accuracy 1/(V/2), copy token accuracy 1/alphabet, text bits per byte = the unigram entropy

@@ -20,11 +20,17 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
   const int64_t n = set.tokens.size(0);
   const int64_t bs =
       std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
+  // Sliding-window evaluation: only the last `stride` targets of each window are scored.
+  torch::Tensor all_targets = set.targets;
+  if (eval.stride > 0 && eval.stride < length) {
+    all_targets = all_targets.clone();
+    all_targets.slice(1, 0, length - eval.stride).fill_(kIgnoreIndex);
+  }
   ScoreSums sums;
   for (int64_t i = 0; i < n; i += bs) {
     const int64_t j = std::min(n, i + bs);
     const torch::Tensor tokens = set.tokens.slice(0, i, j).to(device);
-    const torch::Tensor targets = set.targets.slice(0, i, j).to(device);
+    const torch::Tensor targets = all_targets.slice(0, i, j).to(device);
     score_batch(model.forward(tokens), targets, sums, task.per_position_curve());
   }
   LengthResult r;

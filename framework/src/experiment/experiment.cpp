@@ -71,6 +71,7 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   o.seed = s.get<int64_t>("seed", o.seed);
   o.examples_during_training =
       s.get<int64_t>("examples_during_training", o.examples_during_training);
+  o.stride = s.get<int64_t>("stride", o.stride);
   s.check(!o.lengths.empty(), "lengths", "must list at least one length, e.g. [256, 512, 1024]");
   for (int64_t L : o.lengths) s.check(L >= 1, "lengths", fmt::format("length {} must be >= 1", L));
   std::vector<int64_t> sorted = o.lengths;
@@ -81,6 +82,8 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.max_batch_tokens >= 1, "max_batch_tokens", "must be >= 1");
   s.check(o.examples_during_training >= 1, "examples_during_training", "must be >= 1");
+  s.check(o.stride >= 0, "stride",
+          "must be >= 0 (0 = score every token of each window; N = only its last N tokens)");
   if (s.has("variants")) {
     o.variants = read_eval_variants(s.child("variants"));
     // Shown as written in the resolved config (config.yaml, `config show`).
@@ -166,6 +169,7 @@ void check_sizes(Section root, const Experiment& e) {
 // eval lengths.
 report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) {
   report::ClaimCatalog cat;
+  std::set<int64_t> lengths;
   for (const Variant& v : expand_sweep(e.sweep)) {
     std::set<std::string> drop = {"seed"};
     for (const auto& [k, grid] : v.tuned) drop.insert(k);
@@ -185,16 +189,18 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
       for (const auto& o : cat.variants) seen |= o.name == cv.name;
       if (!seen) cat.variants.push_back(cv);
     }
-    // The metrics of every variant's task (a sweep may vary the task).
+    // The metrics and eval lengths of every variant (a sweep may vary the task or the lengths).
     Config vc = variant_config(e.config, v, e.sweep);
     if (const auto task = read_task(vc.section("task"), ctx)) {
       for (const auto& [m, value] : task->metrics(ScoreSums{})) {
         if (std::find(cat.metrics.begin(), cat.metrics.end(), m) == cat.metrics.end())
           cat.metrics.push_back(m);
       }
+      for (int64_t L : vc.section("eval").get<std::vector<int64_t>>("lengths", {task->seq_len()}))
+        lengths.insert(L);
     }
   }
-  cat.lengths = e.eval.lengths;
+  cat.lengths.assign(lengths.begin(), lengths.end());
   return cat;
 }
 
@@ -281,6 +287,12 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   }
   e.train = read_train_options(root.child("train"));
   e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);
+  if (e.task && e.eval.stride > 0 && !e.task->per_position_curve()) {
+    root.child("eval").error(
+        "stride", fmt::format("sliding-window evaluation scores language modelling, where every "
+                              "token is a target (task text); task {} scores its own positions",
+                              e.task->name()));
+  }
   e.runtime = read_runtime_options(root.child("runtime"));
   if (cfg.errors().empty()) check_sizes(root, e);
   Section plugins = root.child("plugins");  // read again by make_plugin_host

@@ -68,15 +68,20 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
     pc.train_length = ctx.train_length;
     pc.max_length = ctx.max_length;
     pc.layer_index = -1;
-    input_position = build_position_scheme(*opts.position, host, pc);
-    if (!(input_position->hooks() & kHookEmbed)) {
-      throw ConfigError(opts.position->where.str() + ": " + opts.position->path +
-                        ".scheme: scheme '" + input_position->name() +
-                        "' has no embed hook (it has: " + hook_names(input_position->hooks()) +
-                        "); set it under model.attention.position instead");
+    std::shared_ptr<PositionScheme> scheme = build_position_scheme(*opts.position, host, pc);
+    // A scheme without hooks (nope) adds nothing: the same model as no input scheme, so a sweep
+    // can list "no input positions" beside sinusoidal or learned ones.
+    if (scheme->hooks() != kHookNone) {
+      if (!(scheme->hooks() & kHookEmbed)) {
+        throw ConfigError(opts.position->where.str() + ": " + opts.position->path +
+                          ".scheme: scheme '" + scheme->name() +
+                          "' has no embed hook (it has: " + hook_names(scheme->hooks()) +
+                          "); set it under model.attention.position instead");
+      }
+      input_position = scheme;
+      check_scheme_length(*input_position, *opts.position, ctx);
+      register_module("input_position", input_position);
     }
-    check_scheme_length(*input_position, *opts.position, ctx);
-    register_module("input_position", input_position);
   }
   SharedSchemes shared;
   const int64_t hidden = mlp_hidden_size(opts.mlp, D);

@@ -93,11 +93,20 @@ bool at_chance(double value, double chance, bool higher_is_better, const HealthT
   return (value - chance) / gap < t.chance_margin;
 }
 
+bool solved(double value, double chance, bool higher_is_better, const HealthThresholds& t) {
+  if (!std::isfinite(value) || !std::isfinite(chance)) return false;
+  const double perfect = higher_is_better ? 1.0 : 0.0;
+  const double gap = perfect - chance;
+  if (gap == 0) return false;
+  return (value - chance) / gap > 1 - t.solved_margin;
+}
+
 Health assess(const std::vector<LossPoint>& curve, double primary_value, double chance,
               bool higher_is_better, const HealthThresholds& t) {
   Health h;
   h.tail_drop = tail_relative_drop(curve, t.tail_fraction);
-  h.still_learning = std::isfinite(h.tail_drop) && h.tail_drop > t.still_learning_drop;
+  h.still_learning = std::isfinite(h.tail_drop) && h.tail_drop > t.still_learning_drop &&
+                     !solved(primary_value, chance, higher_is_better, t);
   h.diverged = diverged(curve, t);
   h.at_chance = at_chance(primary_value, chance, higher_is_better, t);
   return h;

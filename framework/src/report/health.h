@@ -4,7 +4,9 @@
 // Three flags, computed from a run's training-loss curve (metrics.jsonl) and its primary metric at
 // the training length; the rules and thresholds are documented in docs/experiments.md:
 //  - still learning: the least-squares line through the last `tail_fraction` of the logged
-//    steps falls, over that window, by more than `still_learning_drop` of the window's mean loss;
+//    steps falls, over that window, by more than `still_learning_drop` of the window's mean loss,
+//    unless the primary metric is already within `solved_margin` of a perfect score (a loss near
+//    zero falls by large relative amounts while nothing is left to learn);
 //  - at chance: the primary metric closes less than `chance_margin` of the gap between the task's
 //    chance level and a perfect score (1 for accuracies, 0 for losses and bits);
 //  - diverged: a non-finite loss was logged, or the mean loss of the last window is above the
@@ -28,6 +30,7 @@ struct HealthThresholds {
   double tail_fraction = 0.2;         ///< the "last part" of the schedule: last 20% of the steps
   double still_learning_drop = 0.02;  ///< relative drop over that window that counts as learning
   double chance_margin = 0.1;      ///< share of the chance-to-perfect gap that counts as at chance
+  double solved_margin = 0.01;     ///< share of that gap left that counts as solved
   double divergence_factor = 2.0;  ///< last-window mean above this × best window mean: diverged
 };
 
@@ -58,7 +61,11 @@ bool diverged(const std::vector<LossPoint>& curve, const HealthThresholds& t = {
 /// `higher_is_better`, else 0. False when `chance` or `value` is not finite (chance unknown).
 bool at_chance(double value, double chance, bool higher_is_better, const HealthThresholds& t = {});
 
-/// All three flags of one run.
+/// Whether `value` closes all but `solved_margin` of the gap between `chance` and a perfect score
+/// (1 when `higher_is_better`, else 0). False when either is not finite.
+bool solved(double value, double chance, bool higher_is_better, const HealthThresholds& t = {});
+
+/// All three flags of one run; a solved primary metric is never still learning.
 Health assess(const std::vector<LossPoint>& curve, double primary_value, double chance,
               bool higher_is_better, const HealthThresholds& t = {});
 

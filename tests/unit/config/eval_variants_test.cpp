@@ -28,6 +28,8 @@ TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
   CHECK(eval_safe_key("model.gated_deltanet.chunk_size"));
   CHECK(eval_safe_key("model.overrides.3.position.scheme"));
   CHECK(eval_safe_key("model.overrides.-1.window"));
+  CHECK(eval_safe_key("eval.stride"));
+  CHECK_FALSE(eval_safe_key("eval.lengths"));
   CHECK_FALSE(eval_safe_key("model.d_model"));
   CHECK_FALSE(eval_safe_key("model.attention.n_heads"));
   CHECK_FALSE(eval_safe_key("model.attention.positional"));

@@ -163,3 +163,19 @@ TEST_CASE("sweep: a key that is not a config key is reported with the nearest ke
   REQUIRE_THROWS_WITH(read("sweep:\n  grid:\n    model.d_model: 16\n"),
                       Catch::Contains("non-empty list"));
 }
+
+TEST_CASE("sweep: claims may name the eval length of any variant, not only the base's",
+          "[job][sweep][claims]") {
+  // No eval.lengths: each variant evaluates at its own task.seq_len (32 and 64).
+  const std::string sweep =
+      "sweep:\n"
+      "  grid:\n"
+      "    task:\n"
+      "      - {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+      "      - {name: mqar, seq_len: 64, vocab_size: 64, num_kv_pairs: 8}\n"
+      "expect:\n";
+  CHECK_NOTHROW(read(sweep + "  - task-mqar-64-64-8 accuracy at 64 >= 0.5\n"));
+  CHECK_NOTHROW(read(sweep + "  - task-mqar-32-64-4 accuracy at 32 >= 0.5\n"));
+  CHECK_THROWS_WITH(read(sweep + "  - task-mqar-64-64-8 accuracy at 128 >= 0.5\n"),
+                    Catch::Contains("128"));
+}

@@ -283,14 +283,26 @@ TEST_CASE("model: schemes in the wrong place and past their length are build-tim
     REQUIRE(ok->summary(64).input_position == "learned");
   }
   {
-    // A scheme without an embed hook as the model-level input scheme.
+    // An attention scheme as the model-level input scheme: refused at its key (RoPE finds no
+    // head_dim there before the hook check is reached).
     try {
-      build("model:\n  layers: A\n  position: {scheme: nope}\n", *host);
+      build("model:\n  layers: A\n  position: {scheme: rope}\n", *host);
       FAIL("expected a ConfigError");
     } catch (const ConfigError& e) {
       CHECK_THAT(std::string(e.what()),
-                 Catch::Contains("exp.yaml:3:") && Catch::Contains("no embed hook"));
+                 Catch::Contains("exp.yaml:3:") && Catch::Contains("model.position.scheme"));
     }
+    // NoPE as the input scheme is no input scheme: the same parameters and outputs.
+    torch::manual_seed(7);
+    auto none = build("model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n", *host);
+    torch::manual_seed(7);
+    auto nope =
+        build("model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n  position: {scheme: nope}\n",
+              *host);
+    REQUIRE(nope->summary(64).input_position.empty());
+    REQUIRE(nope->parameters().size() == none->parameters().size());
+    const torch::Tensor tokens = torch::randint(0, 32, {2, 24}, torch::kLong);
+    REQUIRE(torch::equal(nope->forward(tokens), none->forward(tokens)));
   }
   if (!have_learned) WARN("learned plugin missing: embed placement and length checks skipped");
 }

@@ -31,6 +31,25 @@ TEST_CASE("health: still learning on a line still falling", "[report][health]") 
   REQUIRE(h.text() == "still learning");
 }
 
+TEST_CASE("health: a solved task is not still learning, however its loss still falls",
+          "[report][health]") {
+  // An MQAR run at 0.995 accuracy whose loss falls from 0.02 to 0.01 over the last window: a 40%
+  // relative drop (fitted: 0.00005 * 199 / 0.015 ~ 0.66), yet 99.5% of the chance-to-perfect gap
+  // (chance 1/128) is closed, more than the 99% that counts as solved.
+  const auto c = curve(1000, [](int64_t s) {
+    return s < 800 ? 1.0 : 0.02 - 0.00005 * static_cast<double>(s - 800);
+  });
+  REQUIRE(still_learning(c));
+  const double chance = 1.0 / 128;
+  REQUIRE(solved(0.995, chance, true));
+  REQUIRE_FALSE(solved(0.98, chance, true));  // 97.98% of the gap closed
+  REQUIRE(assess(c, 0.995, chance, true).text() == "ok");
+  REQUIRE(assess(c, 0.98, chance, true).text() == "still learning");
+  // Lower is better: a loss of 0.005 against chance 4.85 is solved.
+  REQUIRE(solved(0.005, 4.85, false));
+  REQUIRE_FALSE(solved(NAN, chance, true));
+}
+
 TEST_CASE("health: a plateau with noise is not still learning", "[report][health]") {
   // Converged early (time constant 30 steps), then ±0.02 alternating noise around 2.0.
   const auto c = curve(1000, [](int64_t s) {
