@@ -5,8 +5,9 @@
 // the training length; the rules and thresholds are documented in docs/experiments.md:
 //  - still learning: the least-squares line through the last `tail_fraction` of the logged
 //    steps falls, over that window, by more than `still_learning_drop` of the window's mean loss,
-//    unless the primary metric is already within `solved_margin` of a perfect score (a loss near
-//    zero falls by large relative amounts while nothing is left to learn);
+//    unless the primary metric already closes all but `solved_margin` of the gap between chance
+//    and a perfect score (more training cannot move it by more than that, while a loss near zero
+//    still falls by large relative amounts);
 //  - at chance: the primary metric closes less than `chance_margin` of the gap between the task's
 //    chance level and a perfect score (1 for accuracies, 0 for losses and bits);
 //  - diverged: a non-finite loss was logged, or the mean loss of the last window is above the
@@ -30,7 +31,7 @@ struct HealthThresholds {
   double tail_fraction = 0.2;         ///< the "last part" of the schedule: last 20% of the steps
   double still_learning_drop = 0.02;  ///< relative drop over that window that counts as learning
   double chance_margin = 0.1;      ///< share of the chance-to-perfect gap that counts as at chance
-  double solved_margin = 0.01;     ///< share of that gap left that counts as solved
+  double solved_margin = 0.05;     ///< share of that gap left that counts as solved
   double divergence_factor = 2.0;  ///< last-window mean above this × best window mean: diverged
 };
 

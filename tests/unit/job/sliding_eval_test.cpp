@@ -17,12 +17,12 @@ namespace {
 
 Experiment text_experiment(const std::string& eval_yaml) {
   const std::string corpus = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/text_corpus";
-  return read_experiment(Config::parse(
-      "model: {d_model: 16, vocab_size: 256, layers: GA, attention: {n_heads: 2},\n"
-      "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
-      "task: {name: text, seq_len: 32, path: '" +
-      corpus + "'}\nplugins: {paths: [" + HYBRIDLAB_TEST_PLUGIN_DIR +
-      "]}\nruntime: {threads: 1}\neval: " + eval_yaml + "\n"));
+  return read_experiment(
+      Config::parse("model: {d_model: 16, vocab_size: 256, layers: GA, attention: {n_heads: 2},\n"
+                    "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+                    "task: {name: text, seq_len: 32, path: '" +
+                    corpus + "'}\nplugins: {paths: [" + HYBRIDLAB_TEST_PLUGIN_DIR +
+                    "]}\nruntime: {threads: 1}\neval: " + eval_yaml + "\n"));
 }
 
 }  // namespace
