@@ -74,9 +74,9 @@ struct EvalOptions {
 /// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
 /// settings of the input scheme, of every attention layer or of one layer's override, the
 /// attention window, the Gated DeltaNet chunk size, and `eval.stride` (sliding-window scoring).
-/// Nothing else: other keys change
-/// parameter shapes or training. (A scheme with parameters of its own, e.g. a learned table, is
-/// refused later, when the variant's parameters are matched against the trained ones.)
+/// Nothing else: other keys change parameter shapes or training. (A scheme with parameters of its
+/// own, e.g. a learned table, is refused later, when the variant's parameters are matched against
+/// the trained ones.)
 bool eval_safe_key(const std::string& dotted_key);
 
 /// The keys eval_safe_key() accepts, as one line for messages and docs.

@@ -85,20 +85,24 @@ bool diverged(const std::vector<LossPoint>& curve, const HealthThresholds& t) {
          (best > 0 && last > t.divergence_factor * best);
 }
 
+namespace {
+
+// The share of the gap between `chance` and a perfect score (1 when `higher_is_better`, else 0)
+// that `value` closes; NaN when either is not finite or the gap is zero (no comparison holds).
+double gap_closed(double value, double chance, bool higher_is_better) {
+  if (!std::isfinite(value) || !std::isfinite(chance)) return NAN;
+  const double gap = (higher_is_better ? 1.0 : 0.0) - chance;  // > 0 accuracies, < 0 losses
+  return gap == 0 ? NAN : (value - chance) / gap;
+}
+
+}  // namespace
+
 bool at_chance(double value, double chance, bool higher_is_better, const HealthThresholds& t) {
-  if (!std::isfinite(value) || !std::isfinite(chance)) return false;
-  const double perfect = higher_is_better ? 1.0 : 0.0;
-  const double gap = perfect - chance;  // > 0 for accuracies, < 0 for losses
-  if (gap == 0) return false;
-  return (value - chance) / gap < t.chance_margin;
+  return gap_closed(value, chance, higher_is_better) < t.chance_margin;
 }
 
 bool solved(double value, double chance, bool higher_is_better, const HealthThresholds& t) {
-  if (!std::isfinite(value) || !std::isfinite(chance)) return false;
-  const double perfect = higher_is_better ? 1.0 : 0.0;
-  const double gap = perfect - chance;
-  if (gap == 0) return false;
-  return (value - chance) / gap > 1 - t.solved_margin;
+  return gap_closed(value, chance, higher_is_better) > 1 - t.solved_margin;
 }
 
 Health assess(const std::vector<LossPoint>& curve, double primary_value, double chance,
