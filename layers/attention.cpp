@@ -88,6 +88,11 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
   if (register_scheme) register_module("position", scheme_);
 }
 
+int64_t Attention::active_window() const {
+  if (ablation_.window <= 0) return opts_.window;
+  return opts_.window > 0 ? std::min(opts_.window, ablation_.window) : ablation_.window;
+}
+
 std::unique_ptr<MixerCache> Attention::make_cache() const {
   return std::make_unique<AttentionCache>();
 }
@@ -127,12 +132,13 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
       k_pos = torch::cat({cache->positions, positions}, 0);
     }
     // Keep unrotated keys; with a window only the keys a later query can still see.
-    const int64_t keep = opts_.window > 0 ? std::min<int64_t>(opts_.window, k.size(2)) : k.size(2);
+    const int64_t window = active_window();
+    const int64_t keep = window > 0 ? std::min<int64_t>(window, k.size(2)) : k.size(2);
     cache->k = k.narrow(2, k.size(2) - keep, keep);
     cache->v = v.narrow(2, v.size(2) - keep, keep);
     cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
   }
-  if (hooks_ & kHookRotate) std::tie(q, k) = scheme_->rotate(q, k, positions, k_pos);
+  if (active_hooks() & kHookRotate) std::tie(q, k) = scheme_->rotate(q, k, positions, k_pos);
 
   torch::Tensor o = attend(q, k, v, positions, k_pos, opts_.block_size);  // [B,H,T,Dh]
   o = o.transpose(1, 2);                                                  // [B,T,H,Dh]
@@ -151,10 +157,11 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const torch::Tensor k = groups > 1 ? k_in.repeat_interleave(groups, 1) : k_in;
   const torch::Tensor v = groups > 1 ? v_in.repeat_interleave(groups, 1) : v_in;
   const int64_t n_cached = Tk - Tq;
-  const int64_t W = opts_.window;
+  const int64_t W = active_window();
   const bool causal = opts_.causal;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  const bool need_scores = (hooks_ & (kHookLogitBias | kHookRelative)) != 0;
+  const uint32_t hooks = active_hooks();
+  const bool need_scores = (hooks & (kHookLogitBias | kHookRelative)) != 0 || probe_;
   const bool low_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
 
   std::vector<torch::Tensor> outs;
@@ -195,19 +202,20 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     torch::Tensor scores =
         torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
                       (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
-    if (hooks_ & kHookRelative) {
+    if (hooks & kHookRelative) {
       scores = scores + scheme_->relative_logits(qb, qpb, kpb).to(scores.scalar_type());
     }
     scores = scores * scale;
-    if (hooks_ & kHookLogitBias) {
+    if (hooks & kHookLogitBias) {
       scores = scores + scheme_->logit_bias(qpb, kpb).to(scores.scalar_type()).unsqueeze(0);
     }
     if (visible.defined()) {
       scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
     }
     const torch::Tensor probs = torch::softmax(scores, -1);
+    if (probe_) probe_(probs, qpb, kpb);
     torch::Tensor ob = torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
-    if (hooks_ & kHookRelative) {
+    if (hooks & kHookRelative) {
       const torch::Tensor rv = scheme_->relative_values(probs, qpb, kpb);
       if (rv.defined()) ob = ob + rv.to(ob.scalar_type());
     }

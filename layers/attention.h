@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "hybridlab/config.h"
@@ -50,6 +51,23 @@ AttentionOptions read_attention_options(Section s, int64_t d_model,
 int64_t resolved_kv_heads(const AttentionOptions& o);
 int64_t resolved_head_dim(const AttentionOptions& o, int64_t d_model);
 
+/// Evaluation-time changes to a trained layer, for knock-out analysis (ablation at inference).
+/// The defaults change nothing.
+struct AttentionAblation {
+  bool no_position = false;  ///< drop every hook of the positional scheme: NoPE at this layer
+  /// > 0: a sliding window of this many keys, as AttentionOptions::window (causal: query i sees
+  /// keys j with 0 <= i-j < window); with a trained window the smaller one applies. 0: the
+  /// trained setting.
+  int64_t window = 0;
+};
+
+/// Observer of attention weights: called once per query block of each forward with probs
+/// [B,H,bq,bk] (softmax weights, fp32 for fp32 inputs; rows sum to 1), q_pos [bq] and k_pos [bk]
+/// (int64 absolute positions of the block's queries and of the keys its columns belong to).
+/// Positions outside the mask have weight 0.
+using AttentionProbe = std::function<void(const torch::Tensor& probs, const torch::Tensor& q_pos,
+                                          const torch::Tensor& k_pos)>;
+
 /// KV cache of one attention layer: keys are stored UNrotated (after qk-norm) and the rotate hook
 /// is applied to all keys at every call, so schemes whose rotation depends on the length (dynamic
 /// NTK) stay exact. With a window only the last `window` keys are kept.
@@ -82,6 +100,13 @@ class Attention : public Mixer {
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
                        bool allow_fused = true);
 
+  /// Applies `a` to every later forward (AttentionAblation{} restores the trained layer).
+  void set_ablation(const AttentionAblation& a) { ablation_ = a; }
+  const AttentionAblation& ablation() const { return ablation_; }
+  /// Sets (or, with an empty function, removes) the observer of attention weights. While one is
+  /// set, attend() takes the reference (matmul-mask-softmax) path so the weights exist.
+  void set_probe(AttentionProbe probe) { probe_ = std::move(probe); }
+
   const AttentionOptions& options() const { return opts_; }
   const std::shared_ptr<PositionScheme>& scheme() const { return scheme_; }
   int64_t n_heads() const { return n_heads_; }
@@ -93,6 +118,11 @@ class Attention : public Mixer {
   int64_t d_model_, n_heads_, n_kv_heads_, head_dim_;
   uint32_t hooks_;
   std::shared_ptr<PositionScheme> scheme_;
+  AttentionAblation ablation_;
+  AttentionProbe probe_;
+  /// The positional hooks and the window in effect (the trained ones unless ablated).
+  uint32_t active_hooks() const { return ablation_.no_position ? 0u : hooks_; }
+  int64_t active_window() const;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<RMSNorm> q_norm, k_norm;
 };

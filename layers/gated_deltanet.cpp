@@ -127,6 +127,7 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor g = gated_delta_gate(a_proj(x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
   const auto gdt = g.scalar_type();
   const torch::Tensor beta = torch::sigmoid(b_proj(x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
+  if (probe_) probe_(g, beta);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
   const bool recurrent = opts_.mode == "recurrent" || (cache && T == 1);

@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,11 @@ struct GatedDeltaNetCache : MixerCache {
   torch::Tensor state;                   ///< [B,Hv,d_k,d_v], undefined when empty
 };
 
+/// Observer of a Gated DeltaNet layer's gates: called once per forward with g [B,Hv,T] (log
+/// decay, α = exp(g) in (0,1]; eq. 10 of Yang et al. 2025) and beta [B,Hv,T] (writing strength
+/// β in (0,1)), both fp32.
+using GateProbe = std::function<void(const torch::Tensor& g, const torch::Tensor& beta)>;
+
 class GatedDeltaNet : public Mixer {
  public:
   /// Parameters are initialised as in fla/NVlabs: A_log = log U(0,16) (clamped away from 0),
@@ -63,6 +69,9 @@ class GatedDeltaNet : public Mixer {
   std::unique_ptr<MixerCache> make_cache() const override;
   MixerInfo info(int64_t length) const override;
 
+  /// Sets (or, with an empty function, removes) the observer of the gates.
+  void set_probe(GateProbe probe) { probe_ = std::move(probe); }
+
   const GatedDeltaNetOptions& options() const { return opts_; }
   int64_t key_dim() const { return head_dim_; }
   int64_t value_dim() const { return v_dim_; }
@@ -75,6 +84,7 @@ class GatedDeltaNet : public Mixer {
 
  private:
   GatedDeltaNetOptions opts_;
+  GateProbe probe_;
   int64_t d_model_, n_heads_, n_v_heads_, head_dim_, v_dim_;
 };
 

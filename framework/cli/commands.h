@@ -21,8 +21,9 @@ void validate_experiment_config(Config& cfg);
 
 void add_config_command(CLI::App& app);   // config show
 void add_plugins_command(CLI::App& app);  // plugins list
-void add_inspect_command(CLI::App& app);  // inspect position (positional-scheme issue)
-void add_model_command(CLI::App& app);    // model summary (layers issue)
-void add_run_commands(CLI::App& app);     // run, train, eval, sweep, report (main-job issue)
+void add_inspect_command(CLI::App& app);  // inspect position
+void add_model_command(CLI::App& app);    // model summary
+void add_run_commands(CLI::App& app);     // run, train, eval, sweep, report
+void add_analyze_command(CLI::App& app);  // analyze (cmd_analyze.cpp)
 
 }  // namespace hybridlab::cli

@@ -47,11 +47,13 @@ int main(int argc, char** argv) {
   hybridlab::cli::add_config_command(app);
   hybridlab::cli::add_plugins_command(app);
   hybridlab::cli::add_inspect_command(app);
+  hybridlab::cli::add_analyze_command(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Bad command lines are bad input like any other: exit 2 (help and version print and exit 0).
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const hybridlab::UserError& e) {
     std::fflush(stdout);
     std::cerr << "error: " << e.what() << "\n";

@@ -45,9 +45,25 @@ Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidde
   mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, mlp_hidden));
 }
 
+torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
+                         MixerCache* cache) {
+  const int64_t w = ablation.state_window;
+  const int64_t B = x.size(0), T = x.size(1), D = x.size(2);
+  if (w <= 0 || w >= T) return mixer->forward(x, positions, cache);
+  TORCH_CHECK(cache == nullptr, "Block: a state window applies to whole-sequence calls only");
+  // Segments of w tokens become rows of one batch, so each starts from an empty state. Zero
+  // padding at the end is harmless: a causal mixer's earlier outputs never see it.
+  const int64_t n = (T + w - 1) / w;
+  const torch::Tensor padded = n * w == T ? x : torch::cat({x, x.new_zeros({B, n * w - T, D})}, 1);
+  const torch::Tensor y =
+      mixer->forward(padded.reshape({B * n, w, D}), positions.narrow(0, 0, w), nullptr);
+  return y.reshape({B, n * w, D}).narrow(1, 0, T);
+}
+
 torch::Tensor Block::forward(const torch::Tensor& x, const torch::Tensor& positions,
                              MixerCache* cache) {
-  const torch::Tensor h = x + mixer->forward(mixer_norm->forward(x), positions, cache);
+  const torch::Tensor h =
+      ablation.mixer_off ? x : x + mix(mixer_norm->forward(x), positions, cache);
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
@@ -116,7 +132,7 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
   const torch::Tensor positions = torch::arange(
       start, start + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = embedding(tokens);
-  if (input_position) x = input_position->embed(x, positions);
+  if (input_position && !no_input_position_) x = input_position->embed(x, positions);
   auto* hc = static_cast<HybridCache*>(cache);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr);
@@ -134,6 +150,42 @@ torch::Tensor HybridModel::forward(const torch::Tensor& tokens, DecodeCache& cac
   torch::Tensor logits = run(tokens, cache.length, hc);
   cache.length += tokens.size(1);
   return logits;
+}
+
+void HybridModel::set_ablation(const ModelAblation& a) {
+  if (!a.layers.empty() && a.layers.size() != blocks_.size()) {
+    throw std::invalid_argument("set_ablation: " + std::to_string(a.layers.size()) +
+                                " layer entries for a model of " + std::to_string(blocks_.size()) +
+                                " layers");
+  }
+  if (a.no_input_position && !input_position) {
+    throw std::invalid_argument("set_ablation: the model has no input positional scheme");
+  }
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const LayerAblation& l = a.layers[i];
+    auto* attention = dynamic_cast<Attention*>(blocks_[i]->mixer.get());
+    if (l.state_window > 0 && blocks_[i]->mixer->info(1).pairwise) {
+      throw std::invalid_argument("set_ablation: layer " + std::to_string(i) +
+                                  " has pairwise attention; a state window is for recurrent "
+                                  "mixers (restrict attention with a window instead)");
+    }
+    if (!attention && (l.attention.no_position || l.attention.window > 0)) {
+      throw std::invalid_argument("set_ablation: layer " + std::to_string(i) +
+                                  " is not an attention layer");
+    }
+  }
+  no_input_position_ = a.no_input_position;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    blocks_[i]->ablation = a.layers.empty() ? LayerAblation{} : a.layers[i];
+    if (auto* attention = dynamic_cast<Attention*>(blocks_[i]->mixer.get())) {
+      attention->set_ablation(blocks_[i]->ablation.attention);
+    }
+  }
+}
+
+MixerCache* HybridModel::layer_cache(DecodeCache& cache, size_t layer) {
+  auto* hc = dynamic_cast<HybridCache*>(&cache);
+  return hc && layer < hc->layers.size() ? hc->layers[layer].get() : nullptr;
 }
 
 std::unique_ptr<DecodeCache> HybridModel::new_cache() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hybridlab/model.h"
+#include "layers/attention.h"
 #include "layers/mlp.h"
 #include "layers/norm.h"
 #include "model/mixer.h"
@@ -16,14 +17,38 @@
 
 namespace hybridlab {
 
+/// Evaluation-time knock-outs of one layer (ablation at inference, for analysis). The defaults
+/// change nothing.
+struct LayerAblation {
+  /// The mixer's output replaced by zero: the residual stream passes through and the block is
+  /// x + mlp(norm(x)).
+  bool mixer_off = false;
+  /// > 0: the mixer runs on consecutive segments of this many tokens, each from an empty state
+  /// (token t sees tokens floor(t/w)·w .. t): a state reset every `state_window` tokens.
+  /// Recurrent (non-pairwise) mixers only; whole-sequence calls only (no decoding cache).
+  int64_t state_window = 0;
+  AttentionAblation attention;  ///< attention layers only: positional hooks off, a window
+};
+
+/// Knock-outs of a whole model; `layers` is empty (none) or has one entry per layer.
+struct ModelAblation {
+  bool no_input_position = false;  ///< skip the input (embed-hook) scheme
+  std::vector<LayerAblation> layers;
+};
+
 /// Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
 class Block : public torch::nn::Module {
  public:
   Block(std::shared_ptr<Mixer> mixer, int64_t d_model, int64_t mlp_hidden, double norm_eps);
+  /// x [B,T,D], positions [T] → [B,T,D], honouring `ablation`.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache);
   std::shared_ptr<Mixer> mixer;
   std::shared_ptr<RMSNorm> mixer_norm, mlp_norm;
   std::shared_ptr<SwiGLU> mlp;
+  LayerAblation ablation;  ///< set through HybridModel::set_ablation
+
+ private:
+  torch::Tensor mix(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache);
 };
 
 class HybridModel : public LanguageModel {
@@ -38,6 +63,15 @@ class HybridModel : public LanguageModel {
   int64_t vocab_size() const override { return opts_.vocab_size; }
   int64_t d_model() const override { return opts_.d_model; }
 
+  /// Applies `a` to every later forward; ModelAblation{} restores the trained model. Throws
+  /// std::invalid_argument when `a.layers` is neither empty nor one entry per layer, or asks for
+  /// something a layer cannot do (a state window on an attention layer, an attention knock-out
+  /// on another mixer, no_input_position without an input scheme).
+  void set_ablation(const ModelAblation& a);
+  /// Layer `layer`'s entry of a cache made by new_cache() (nullptr for another model's cache).
+  static MixerCache* layer_cache(DecodeCache& cache, size_t layer);
+  bool has_input_position() const { return input_position != nullptr; }
+
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
   const ModelOptions& options() const { return opts_; }
 
@@ -51,6 +85,7 @@ class HybridModel : public LanguageModel {
   std::vector<std::shared_ptr<Block>> blocks_;
   std::vector<std::shared_ptr<PositionScheme>> shared_schemes_;
   std::shared_ptr<RMSNorm> final_norm;
+  bool no_input_position_ = false;
 };
 
 }  // namespace hybridlab

@@ -201,11 +201,30 @@ void plot_lines(const LinePlot& plot, const std::string& png_path) {
   render(tmp, gp.str(), png_path);
 }
 
+namespace {
+
+// `set xtics ("a" 0, "b" 1)`: labels at the cell centres.
+std::string tic_labels(const char* axis, const std::vector<std::string>& labels) {
+  std::string out = std::string("set ") + axis + " (";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    out += (i ? ", " : "") + gp_quote(labels[i]) + " " + std::to_string(i);
+  }
+  return out + ")\n";
+}
+
+}  // namespace
+
 void plot_heatmap(const torch::Tensor& m, const std::string& title, const std::string& xlabel,
-                  const std::string& ylabel, const std::string& png_path) {
+                  const std::string& ylabel, const std::string& png_path,
+                  const std::vector<std::string>& xtics, const std::vector<std::string>& ytics) {
   if (!m.defined() || m.dim() != 2 || m.numel() == 0) {
     throw std::invalid_argument("plot_heatmap('" + png_path +
                                 "'): expected a non-empty 2-D tensor");
+  }
+  if ((!xtics.empty() && static_cast<int64_t>(xtics.size()) != m.size(1)) ||
+      (!ytics.empty() && static_cast<int64_t>(ytics.size()) != m.size(0))) {
+    throw std::invalid_argument("plot_heatmap('" + png_path +
+                                "'): one tic label per column and per row");
   }
   require_gnuplot();
   TempDir tmp;
@@ -229,8 +248,10 @@ void plot_heatmap(const torch::Tensor& m, const std::string& title, const std::s
      << "set ylabel " << gp_quote(ylabel) << "\n"
      << "set xrange [-0.5:" << cols - 0.5 << "]\n"
      << "set yrange [" << rows - 0.5 << ":-0.5]\n"  // row 0 at the top
-     << "set tics out\nset palette rgbformulae 33,13,10\nset datafile missing 'NaN'\n"
-     << "plot " << gp_quote(data.string()) << " matrix with image notitle\n";
+     << "set tics out\nset palette rgbformulae 33,13,10\nset datafile missing 'NaN'\n";
+  if (!xtics.empty()) gp << tic_labels("xtics", xtics);
+  if (!ytics.empty()) gp << tic_labels("ytics", ytics);
+  gp << "plot " << gp_quote(data.string()) << " matrix with image notitle\n";
   render(tmp, gp.str(), png_path);
 }
 

@@ -49,9 +49,13 @@ void plot_lines(const LinePlot& plot, const std::string& png_path);
 
 /// Renders the 2-D tensor `m` [rows, cols] as a heatmap to `png_path`: column index on x, row index
 /// on y with row 0 at the top (as a matrix or an attention map is read), a colour bar for the
-/// values. Non-finite entries (e.g. -inf from a mask) are drawn as background. Throws as
-/// plot_lines(), and std::invalid_argument when `m` is not 2-D or is empty.
+/// values. Non-finite entries (e.g. -inf from a mask) are drawn as background. `xtics` / `ytics`
+/// (empty, or one label per column / row) name the columns and rows instead of their indices.
+/// Throws as plot_lines(), and std::invalid_argument when `m` is not 2-D or is empty, or a tic
+/// list has the wrong length.
 void plot_heatmap(const torch::Tensor& m, const std::string& title, const std::string& xlabel,
-                  const std::string& ylabel, const std::string& png_path);
+                  const std::string& ylabel, const std::string& png_path,
+                  const std::vector<std::string>& xtics = {},
+                  const std::vector<std::string>& ytics = {});
 
 }  // namespace hybridlab::plot

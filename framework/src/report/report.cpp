@@ -19,6 +19,7 @@
 #include <set>
 #include <tuple>
 
+#include "hybridlab/analysis.h"
 #include "hybridlab/error.h"
 #include "hybridlab/run_record.h"
 #include "plot/csv.h"
@@ -596,6 +597,15 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     }
   }
   if (!failed.empty()) md += "\n## Runs without results\n\n" + failed;
+  // Knock-out analyses of single runs (`hybridlab analyze`), each in its own words.
+  std::string analyses;
+  for (const auto& r : runs) {
+    const std::string text = analysis_summary((dir / r.name).string());
+    if (!text.empty())
+      analyses +=
+          fmt::format("- {} ([details]({}/analysis/summary.md)): {}\n", r.name, r.name, text);
+  }
+  if (!analyses.empty()) md += "\n## Analysis (knock-outs of trained runs)\n\n" + analyses;
   if (!files.plots.empty()) {
     md += "\n## Plots\n\n";
     for (const auto& p : files.plots)

@@ -4,9 +4,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "hybridlab/config.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/plugin_host.h"
+#include "hybridlab/run_record.h"
 
 namespace hybridlab {
 
@@ -29,5 +33,24 @@ BuiltRun build_run(const Config& cfg, const std::string& config_dir = "", int64_
 /// settings compute (e.g. rotary tables). Throws UserError naming `v` and the first parameter
 /// added, dropped or reshaped.
 void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v);
+
+/// The source config and identity of a prepared run folder. Throws UserError when the folder has
+/// no source.yaml / run.json (it is not a run).
+std::pair<Config, RunIdentity> folder_config(const RunFolder& folder);
+
+/// A trained run rebuilt from its folder, its checkpoint loaded.
+struct TrainedRun {
+  Config cfg;  ///< source.yaml (with `lengths` as eval.lengths when given)
+  RunIdentity id;
+  RunState state = RunState::kTrained;  ///< kTrained or kFinished
+  BuiltRun built;
+};
+
+/// Rebuilds the run in `folder` the one way every command does (source.yaml, build_run) and
+/// loads its checkpoint; non-empty `lengths` (tokens) replace eval.lengths. The caller holds the
+/// run's lock. Throws UserError when the folder is not a run, is not trained to its last step
+/// (naming its state), or holds no checkpoint; and what build_run throws (e.g. a plugin that is
+/// gone).
+TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths = {});
 
 }  // namespace hybridlab

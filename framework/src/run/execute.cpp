@@ -20,18 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The folder's source config and identity; a folder without them was never prepared.
-std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
-  const auto source = folder.source();
-  const auto id = folder.identity();
-  if (!source || !id) {
-    throw UserError(fmt::format(
-        "'{}' is not a run folder (no source.yaml / run.json); give runs/<experiment>/<run>",
-        folder.dir()));
-  }
-  return {Config::parse(*source, (fs::path(folder.dir()) / "source.yaml").string()), *id};
-}
-
 RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   RunResults r;
   r.id = id;
@@ -173,26 +161,13 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths,
                      const std::vector<EvalVariant>& variants) {
   const RunFolder folder(run_dir);
-  auto [cfg, id] = folder_config(folder);
+  folder_config(folder);  // not a run: say so before taking a lock
   RunLock lock(run_dir);
-  const RunStatus st = folder.status();
-  if (st.state != RunState::kTrained && st.state != RunState::kFinished) {
-    throw UserError(fmt::format(
-        "'{}' is {}: only a run trained to its last step can be evaluated; `hybridlab run` (or "
-        "`train`) with its experiment resumes it",
-        run_dir, run_state_name(st.state)));
-  }
+  TrainedRun t = load_trained_run(folder, lengths);
+  const Config& cfg = t.cfg;
+  const RunIdentity& id = t.id;
+  BuiltRun& b = t.built;
   const std::optional<RunResults> prev = folder.results();
-  if (!lengths.empty()) {
-    YAML::Node seq(YAML::NodeType::Sequence);
-    for (int64_t L : lengths) seq.push_back(L);
-    cfg.set("eval.lengths", seq, Location{"command line", 0, 0});
-  }
-  BuiltRun b = build_run(cfg, id.config_dir);
-  if (load_model_checkpoint(*b.model, run_dir) < 0) {
-    throw UserError(
-        fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)", run_dir));
-  }
   RunResults r = results_of(id, b);
   if (prev) {
     // Evaluation adds to what the run reported: the training summary and other lengths stay.
@@ -230,7 +205,7 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
                  evaluate_variants(cfg, id.config_dir, *b.model,
                                    variants_without_results(b.exp.eval.variants, prev)));
   folder.write_results(r);
-  if (st.state != RunState::kFinished) folder.write_status(RunState::kFinished);
+  if (t.state != RunState::kFinished) folder.write_status(RunState::kFinished);
 }
 
 }  // namespace hybridlab

@@ -287,3 +287,77 @@ TEST_CASE(
     }
   }
 }
+
+namespace {
+
+// Copies the projections of `from` into `to` (layers of the same shapes, other schemes).
+void copy_projections(Attention& from, Attention& to) {
+  torch::NoGradGuard no_grad;
+  const auto src = from.named_parameters(true);
+  for (auto& p : to.named_parameters(true)) p.value().copy_(src[p.key()]);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "attention ablation: none changes nothing; no_position == the same weights without "
+    "hooks; window == a layer built with it",
+    "[attention][ablation]") {
+  torch::manual_seed(14);
+  auto probe = std::make_shared<ProbeScheme>(4, 8, kHookRotate | kHookLogitBias | kHookRelative);
+  Attention att(opts(4, 2, 0, true, 5), 32, probe, true);
+  const torch::Tensor x = torch::randn({2, 17, 32});
+  const torch::Tensor pos = torch::arange(17);
+  const torch::Tensor trained = att.forward(x, pos, nullptr);
+  att.set_ablation(AttentionAblation{});
+  REQUIRE(torch::equal(att.forward(x, pos, nullptr), trained));
+
+  Attention bare(opts(4, 2, 0, true, 5), 32, std::make_shared<NoScheme>(), true);
+  copy_projections(att, bare);
+  att.set_ablation(AttentionAblation{true, 0});
+  const torch::Tensor no_position = att.forward(x, pos, nullptr);
+  REQUIRE(torch::equal(no_position, bare.forward(x, pos, nullptr)));
+  REQUIRE(max_abs_diff(no_position, trained) > 1e-3);  // the hooks did matter
+
+  // A window of 6 at evaluation == a layer built with window 6; a wider one on a trained window
+  // keeps the trained one.
+  Attention windowed(opts(4, 2, 6, true, 5), 32, probe, false);
+  copy_projections(att, windowed);
+  att.set_ablation(AttentionAblation{false, 6});
+  REQUIRE(torch::equal(att.forward(x, pos, nullptr), windowed.forward(x, pos, nullptr)));
+  windowed.set_ablation(AttentionAblation{false, 100});
+  REQUIRE(torch::equal(windowed.forward(x, pos, nullptr), att.forward(x, pos, nullptr)));
+  att.set_ablation(AttentionAblation{});
+  REQUIRE(torch::equal(att.forward(x, pos, nullptr), trained));
+}
+
+TEST_CASE("attention probe: sees every block's softmax weights, masked, rows summing to 1",
+          "[attention][ablation]") {
+  torch::manual_seed(15);
+  Attention att(opts(2, 2, 0, true, 4), 16, std::make_shared<NoScheme>(), true);
+  const torch::Tensor q = torch::randn({1, 2, 10, 8}, torch::kDouble);
+  const torch::Tensor k = torch::randn({1, 2, 10, 8}, torch::kDouble);
+  const torch::Tensor v = torch::randn({1, 2, 10, 8}, torch::kDouble);
+  const torch::Tensor pos = torch::arange(10);
+  std::vector<torch::Tensor> seen;
+  int64_t rows = 0;
+  att.set_probe([&](const torch::Tensor& p, const torch::Tensor& qp, const torch::Tensor& kp) {
+    // Independent weights: softmax(q kᵀ/√8) over the visible keys of these queries.
+    const torch::Tensor s =
+        torch::matmul(q.index_select(2, qp), k.index_select(2, kp).transpose(2, 3)) /
+        std::sqrt(8.0);
+    const torch::Tensor visible = (qp.unsqueeze(1) - kp.unsqueeze(0)).ge(0);
+    const torch::Tensor expect =
+        torch::softmax(s.masked_fill(visible.logical_not(), -INFINITY), -1);
+    REQUIRE_TENSORS_CLOSE(p, expect, 1e-12);
+    REQUIRE_TENSORS_CLOSE(p.sum(-1), torch::ones({1, 2, qp.size(0)}, torch::kDouble), 1e-12);
+    rows += qp.size(0);
+    seen.push_back(p);
+  });
+  const torch::Tensor with_probe = att.attend(q, k, v, pos, pos, 4, false);
+  REQUIRE(seen.size() == 3);  // blocks of 4, 4 and 2 queries
+  REQUIRE(rows == 10);
+  att.set_probe({});
+  REQUIRE(torch::equal(att.attend(q, k, v, pos, pos, 4, false), with_probe));
+  REQUIRE(seen.size() == 3);
+}

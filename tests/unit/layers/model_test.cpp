@@ -306,3 +306,123 @@ TEST_CASE("model: schemes in the wrong place and past their length are build-tim
   }
   if (!have_learned) WARN("learned plugin missing: embed placement and length checks skipped");
 }
+
+TEST_CASE(
+    "model ablation: none changes nothing bit for bit; a zeroed mixer == its block without "
+    "the mixer branch; bad requests are refused",
+    "[model][ablation]") {
+  auto host = hybridlab::test::test_host();
+  torch::manual_seed(21);
+  auto model = build(R"(model:
+  d_model: 16
+  vocab_size: 32
+  layers: GA
+  attention: {n_heads: 2, position: {scheme: rope}}
+  gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 8}
+)",
+                     *host);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 32, {2, 20}, torch::kLong);
+  const torch::Tensor trained = model->forward(tokens);
+  ModelAblation none;
+  none.layers.assign(2, LayerAblation{});
+  model->set_ablation(none);
+  REQUIRE(torch::equal(model->forward(tokens), trained));
+
+  // Layer 0's mixer zeroed, computed by hand from the model's own modules.
+  ModelAblation off = none;
+  off.layers[0].mixer_off = true;
+  model->set_ablation(off);
+  const torch::Tensor knocked = model->forward(tokens);
+  const auto params = model->named_parameters(true);
+  const torch::Tensor emb = params["embedding.weight"];
+  const auto& b0 = *model->blocks()[0];
+  const auto& b1 = *model->blocks()[1];
+  torch::Tensor x = emb.index_select(0, tokens.flatten()).view({2, 20, 16});
+  x = x + b0.mlp->forward(b0.mlp_norm->forward(x));
+  const torch::Tensor pos = torch::arange(20);
+  x = x + b1.mixer->forward(b1.mixer_norm->forward(x), pos, nullptr);
+  x = x + b1.mlp->forward(b1.mlp_norm->forward(x));
+  const auto final_norm = std::dynamic_pointer_cast<RMSNorm>(model->named_children()["final_norm"]);
+  const torch::Tensor expect = torch::linear(final_norm->forward(x), emb);
+  REQUIRE(torch::equal(knocked, expect));
+  REQUIRE(max_abs_diff(knocked, trained) > 1e-4);
+  model->set_ablation({});
+  REQUIRE(torch::equal(model->forward(tokens), trained));
+
+  ModelAblation bad = none;
+  bad.layers[1].state_window = 4;  // layer 1 is attention
+  CHECK_THROWS_WITH(model->set_ablation(bad), Catch::Contains("layer 1 has pairwise attention"));
+  bad = none;
+  bad.layers[0].attention.no_position = true;  // layer 0 is Gated DeltaNet
+  CHECK_THROWS_WITH(model->set_ablation(bad), Catch::Contains("layer 0 is not an attention layer"));
+  bad = none;
+  bad.layers.pop_back();
+  CHECK_THROWS_AS(model->set_ablation(bad), std::invalid_argument);
+  bad = ModelAblation{};
+  bad.no_input_position = true;
+  CHECK_THROWS_WITH(model->set_ablation(bad), Catch::Contains("no input positional scheme"));
+  REQUIRE(torch::equal(model->forward(tokens), trained));  // refused requests changed nothing
+}
+
+TEST_CASE("model ablation: a state window == the mixer run on each segment from an empty state",
+          "[model][ablation]") {
+  auto host = hybridlab::test::test_host();
+  torch::manual_seed(22);
+  auto model = build(R"(model:
+  d_model: 16
+  vocab_size: 32
+  layers: G
+  gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 4}
+)",
+                     *host);
+  torch::NoGradGuard no_grad;
+  Block& block = *model->blocks()[0];
+  const int64_t T = GENERATE(20, 24);  // 24 = three whole segments, 20 = a short last one
+  CAPTURE(T);
+  const torch::Tensor x = torch::randn({2, T, 16});
+  const torch::Tensor pos = torch::arange(T);
+  const torch::Tensor whole = block.forward(x, pos, nullptr);
+  block.ablation.state_window = T;  // one segment: nothing removed
+  REQUIRE(torch::equal(block.forward(x, pos, nullptr), whole));
+  block.ablation.state_window = 8;
+  const torch::Tensor reset = block.forward(x, pos, nullptr);
+  std::vector<torch::Tensor> pieces;
+  for (int64_t t0 = 0; t0 < T; t0 += 8) {
+    const int64_t len = std::min<int64_t>(8, T - t0);
+    const torch::Tensor xs = x.narrow(1, t0, len);
+    pieces.push_back(
+        block.mixer->forward(block.mixer_norm->forward(xs), pos.narrow(0, 0, len), nullptr));
+  }
+  torch::Tensor h = x + torch::cat(pieces, 1);
+  h = h + block.mlp->forward(block.mlp_norm->forward(h));
+  REQUIRE_TENSORS_CLOSE(reset, h, 1e-6);
+  // The first segment is untouched; later ones lost what came before them.
+  REQUIRE_TENSORS_CLOSE(reset.narrow(1, 0, 8), whole.narrow(1, 0, 8), 1e-6);
+  REQUIRE(max_abs_diff(reset.narrow(1, 8, T - 8), whole.narrow(1, 8, T - 8)) > 1e-4);
+  block.ablation = LayerAblation{};
+}
+
+TEST_CASE("model ablation: no input position == the same weights without an input scheme",
+          "[model][ablation][plugins]") {
+  auto host = hybridlab::test::test_host();
+  bool have_sinusoidal = false;
+  for (const auto& r : hybridlab::test::discovered_schemes(*host))
+    have_sinusoidal = have_sinusoidal || r.name == "sinusoidal";
+  REQUIRE(have_sinusoidal);
+  torch::manual_seed(23);
+  auto with = build(
+      "model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n  position: {scheme: "
+      "sinusoidal}\n",
+      *host);
+  torch::manual_seed(23);
+  auto without = build("model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n", *host);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 32, {2, 12}, torch::kLong);
+  const torch::Tensor trained = with->forward(tokens);
+  REQUIRE(max_abs_diff(trained, without->forward(tokens)) > 1e-4);
+  ModelAblation a;
+  a.no_input_position = true;
+  with->set_ablation(a);
+  REQUIRE(torch::equal(with->forward(tokens), without->forward(tokens)));
+}

@@ -1,0 +1,257 @@
+// `hybridlab analyze`: knock-outs and head statistics of one trained run.
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include "analysis/head_stats.h"
+#include "analysis/knockouts.h"
+#include "analysis/write.h"
+#include "hybridlab/analysis.h"
+#include "hybridlab/config.h"
+#include "hybridlab/error.h"
+#include "hybridlab/evaluator.h"
+#include "hybridlab/run_record.h"
+#include "layers/gated_deltanet.h"
+#include "model/hybrid_model.h"
+#include "run/build.h"
+#include "train/progress.h"
+
+namespace hybridlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void check_options(const AnalyzeOptions& o) {
+  for (const std::string& k : o.kinds) {
+    const auto& kinds = knockout_kinds();
+    if (std::find(kinds.begin(), kinds.end(), k) != kinds.end()) continue;
+    const std::string near = nearest_key(k, kinds);
+    throw UserError(fmt::format("unknown knock-out kind '{}'{}; the kinds are {}", k,
+                                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
+                                fmt::join(kinds, ", ")));
+  }
+  for (int64_t L : o.lengths) {
+    if (L <= 0) throw UserError(fmt::format("--lengths: {} is not a length (tokens > 0)", L));
+  }
+  for (int64_t w : o.reach_windows) {
+    if (w <= 0) throw UserError(fmt::format("--windows: {} is not a window (tokens > 0)", w));
+  }
+  if (o.examples < 0) throw UserError("--examples must be > 0");
+  if (o.state_window < 0) throw UserError("--state-window must be > 0");
+  if (!(o.reach_tolerance >= 0)) throw UserError("--tolerance must be >= 0");
+}
+
+// Candidate windows: the user's, or 16, 64, 256, ... below the longest length.
+std::vector<int64_t> reach_windows(const AnalyzeOptions& o, int64_t longest) {
+  std::vector<int64_t> w = o.reach_windows;
+  if (w.empty()) {
+    for (int64_t x = 16; x < longest; x *= 4) w.push_back(x);
+  }
+  std::sort(w.begin(), w.end());
+  w.erase(std::unique(w.begin(), w.end()), w.end());
+  return w;
+}
+
+double primary(const LengthResult& r, const std::string& metric) {
+  const auto it = r.metrics.find(metric);
+  if (it == r.metrics.end()) throw std::logic_error("analyze: no metric " + metric);
+  return it->second;
+}
+
+// Attention weights and gate values of every layer at `length`, and the Gated DeltaNet states'
+// norms after each eighth of the sequence (read from a decoding cache filled piece by piece).
+std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalOptions& eval,
+                                     int64_t length, int64_t examples) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const auto& blocks = model.blocks();
+  const size_t n = blocks.size();
+  std::vector<analysis::AttentionSums> att(n);
+  std::vector<analysis::GateSums> gates(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (auto* a = dynamic_cast<Attention*>(blocks[i]->mixer.get())) {
+      a->set_probe([&att, i](const torch::Tensor& p, const torch::Tensor& qp,
+                             const torch::Tensor& kp) { analysis::add_attention(att[i], p, qp, kp); });
+    } else if (auto* g = dynamic_cast<GatedDeltaNet*>(blocks[i]->mixer.get())) {
+      g->set_probe([&gates, i](const torch::Tensor& gg, const torch::Tensor& b) {
+        analysis::add_gates(gates[i], gg, b);
+      });
+    }
+  }
+  const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
+  const auto params = model.parameters();
+  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const int64_t bs = std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
+  const int64_t rows = set.tokens.size(0);
+  for (int64_t b0 = 0; b0 < rows; b0 += bs) {
+    model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));
+  }
+  for (const auto& block : blocks) {
+    if (auto* a = dynamic_cast<Attention*>(block->mixer.get())) a->set_probe({});
+    if (auto* g = dynamic_cast<GatedDeltaNet*>(block->mixer.get())) g->set_probe({});
+  }
+
+  // State norms: the first batch, fed in eight pieces through a decoding cache.
+  std::map<size_t, std::vector<torch::Tensor>> norms;  // layer -> per piece [Hv]
+  std::vector<int64_t> positions;
+  const torch::Tensor first = set.tokens.slice(0, 0, std::min(rows, bs)).to(device);
+  auto cache = model.new_cache();
+  const int64_t pieces = std::min<int64_t>(8, length);
+  for (int64_t s = 0; s < pieces; ++s) {
+    const int64_t t0 = s * length / pieces, t1 = (s + 1) * length / pieces;
+    model.forward(first.slice(1, t0, t1), *cache);
+    positions.push_back(t1);
+    for (size_t i = 0; i < n; ++i) {
+      auto* c = dynamic_cast<GatedDeltaNetCache*>(HybridModel::layer_cache(*cache, i));
+      if (!c || !c->state.defined()) continue;
+      // [B,Hv,dk,dv] -> Frobenius norm per head, mean over the batch.
+      norms[i].push_back(c->state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
+    }
+  }
+
+  std::vector<HeadStats> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (att[i].rows.defined()) {
+      const torch::Tensor r = att[i].rows;
+      for (int64_t h = 0; h < r.size(0); ++h) {
+        HeadStats s;
+        s.layer = static_cast<int64_t>(i);
+        s.head = h;
+        s.length = length;
+        s.mixer = "attention";
+        const double rows_h = r[h].item<double>();
+        s.mean_distance = att[i].distance[h].item<double>() / rows_h;
+        s.entropy = att[i].entropy[h].item<double>() / rows_h;
+        s.sink_mass = att[i].sink[h].item<double>() / rows_h;
+        s.local_mass = att[i].local[h].item<double>() / rows_h;
+        out.push_back(s);
+      }
+    }
+    if (gates[i].tokens.defined()) {
+      const torch::Tensor t = gates[i].tokens;
+      for (int64_t h = 0; h < t.size(0); ++h) {
+        HeadStats s;
+        s.layer = static_cast<int64_t>(i);
+        s.head = h;
+        s.length = length;
+        s.mixer = "gated_deltanet";
+        s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
+        s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
+        s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();
+        for (const torch::Tensor& piece : norms[i]) s.state_norms.push_back(piece[h].item<double>());
+        s.state_positions = positions;
+        out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opts) {
+  const auto t_start = Clock::now();
+  check_options(opts);
+  const RunFolder folder(run_dir);
+  folder_config(folder);  // not a run: say so before taking a lock
+  RunLock lock(run_dir);
+  TrainedRun t = load_trained_run(folder, opts.lengths);
+  auto* model = dynamic_cast<HybridModel*>(t.built.model.get());
+  if (!model) throw std::logic_error("analyze: the run's model is not a HybridModel");
+  Task& task = *t.built.exp.task;
+  const EvalOptions& eval = t.built.exp.eval;
+
+  AnalysisResult res;
+  res.run = run_dir;
+  res.task = task.name();
+  res.metric = task.primary_metric();
+  res.higher_is_better = task.higher_is_better();
+  res.train_length = task.seq_len();
+  res.lengths = eval.lengths;
+  std::sort(res.lengths.begin(), res.lengths.end());
+  const int64_t examples = opts.examples > 0 ? opts.examples : eval.examples;
+  const std::vector<int64_t> windows = reach_windows(opts, res.lengths.back());
+  const std::vector<analysis::Knockout> plan =
+      analysis::plan_knockouts(*model, opts.kinds, opts.state_window, windows);
+
+  // A window or segment as long as the sequence removes nothing: not evaluated.
+  const auto applies = [](const analysis::Knockout& k, int64_t L) {
+    return !((k.kind == "reach" || k.kind == "state_reset") && k.setting >= L);
+  };
+  int64_t total = 0;
+  for (int64_t L : res.lengths) {
+    total += 1;
+    for (const auto& k : plan) total += applies(k, L) ? 1 : 0;
+  }
+  int64_t done = 0;
+  const bool tty = ::isatty(2) != 0;
+  // One updating line on a terminal, a line per finished length in a log.
+  const auto tick = [&](int64_t L, bool length_done) {
+    ++done;
+    if (opts.quiet || (!tty && !length_done)) return;
+    const double el = seconds_since(t_start);
+    std::fprintf(stderr, "%sanalyze: length %lld, %lld/%lld evaluations, %s elapsed, ETA %s%s",
+                 tty ? "\r" : "",
+                 static_cast<long long>(L), static_cast<long long>(done),
+                 static_cast<long long>(total), format_duration(el).c_str(),
+                 format_duration(el / static_cast<double>(done) *
+                                 static_cast<double>(total - done))
+                     .c_str(),
+                 tty ? "   " : "\n");
+    std::fflush(stderr);
+  };
+
+  for (int64_t L : res.lengths) {
+    model->set_ablation({});
+    const double base = primary(evaluate_length(*model, task, eval, L, examples), res.metric);
+    int64_t left = 0;
+    for (const auto& k : plan) left += applies(k, L) ? 1 : 0;
+    tick(L, left == 0);
+    for (const auto& k : plan) {
+      if (!applies(k, L)) continue;
+      model->set_ablation(k.ablation);
+      KnockoutResult r;
+      r.kind = k.kind;
+      r.layer = k.layer;
+      r.target = k.target;
+      r.setting = k.setting;
+      r.length = L;
+      r.baseline = base;
+      r.value = primary(evaluate_length(*model, task, eval, L, examples), res.metric);
+      r.damage = res.higher_is_better ? base - r.value : r.value - base;
+      res.knockouts.push_back(r);
+      tick(L, --left == 0);
+    }
+  }
+  model->set_ablation({});
+  if (!opts.quiet && tty) std::fprintf(stderr, "\n");
+  if (opts.head_stats) {
+    for (int64_t L : res.lengths) {
+      for (HeadStats& s : head_stats_at(*model, task, eval, L, std::min<int64_t>(examples, 32)))
+        res.heads.push_back(std::move(s));
+    }
+  }
+  res.summary = analysis::summarize(res, opts.reach_tolerance);
+  res.seconds = seconds_since(t_start);
+  res.files = analysis::write_analysis((std::filesystem::path(run_dir) / "analysis").string(), res,
+                                       opts.reach_tolerance, opts.plots);
+  return res;
+}
+
+}  // namespace hybridlab

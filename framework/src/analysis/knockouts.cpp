@@ -1,0 +1,99 @@
+#include "analysis/knockouts.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "layers/gated_deltanet.h"
+
+namespace hybridlab {
+
+const std::vector<std::string>& knockout_kinds() {
+  static const std::vector<std::string> kinds = {"mixer", "state_reset", "position", "reach"};
+  return kinds;
+}
+
+namespace analysis {
+
+namespace {
+
+bool wanted(const std::vector<std::string>& kinds, const std::string& kind) {
+  return kinds.empty() || std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+const Attention* attention_of(const HybridModel& model, size_t layer) {
+  return dynamic_cast<const Attention*>(model.blocks()[layer]->mixer.get());
+}
+
+}  // namespace
+
+std::string layer_label(const HybridModel& model, size_t layer) {
+  std::string out = "layer " + std::to_string(layer) + " (" + model.options().layers[layer].type->name;
+  if (const Attention* a = attention_of(model, layer)) out += ", " + a->scheme()->name();
+  return out + ")";
+}
+
+std::vector<Knockout> plan_knockouts(const HybridModel& model, const std::vector<std::string>& kinds,
+                                     int64_t state_window, const std::vector<int64_t>& windows) {
+  for (const std::string& k : kinds) {
+    if (!wanted(knockout_kinds(), k)) throw std::invalid_argument("unknown knock-out kind '" + k + "'");
+  }
+  const size_t n = model.blocks().size();
+  const auto none = [&] {
+    ModelAblation a;
+    a.layers.assign(n, LayerAblation{});
+    return a;
+  };
+  std::vector<Knockout> out;
+  if (wanted(kinds, "mixer")) {
+    for (size_t i = 0; i < n; ++i) {
+      Knockout k{"mixer", static_cast<int64_t>(i), layer_label(model, i), 0, none()};
+      k.ablation.layers[i].mixer_off = true;
+      out.push_back(k);
+    }
+  }
+  if (wanted(kinds, "state_reset")) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto* g = dynamic_cast<const GatedDeltaNet*>(model.blocks()[i]->mixer.get());
+      if (!g) continue;
+      const int64_t w = state_window > 0 ? state_window : g->options().chunk_size;
+      Knockout k{"state_reset", static_cast<int64_t>(i), layer_label(model, i), w, none()};
+      k.ablation.layers[i].state_window = w;
+      out.push_back(k);
+    }
+  }
+  if (wanted(kinds, "position")) {
+    Knockout all{"position", -2, "all positions", 0, none()};
+    int64_t sources = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Attention* a = attention_of(model, i);
+      if (!a || a->scheme()->hooks() == kHookNone) continue;
+      Knockout k{"position", static_cast<int64_t>(i), layer_label(model, i), 0, none()};
+      k.ablation.layers[i].attention.no_position = true;
+      all.ablation.layers[i].attention.no_position = true;
+      out.push_back(k);
+      ++sources;
+    }
+    if (model.has_input_position()) {
+      Knockout k{"position", -1, "input (" + model.options().position->scheme + ")", 0, none()};
+      k.ablation.no_input_position = true;
+      all.ablation.no_input_position = true;
+      out.push_back(k);
+      ++sources;
+    }
+    if (sources > 1) out.push_back(all);
+  }
+  if (wanted(kinds, "reach")) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!attention_of(model, i)) continue;
+      for (int64_t w : windows) {
+        Knockout k{"reach", static_cast<int64_t>(i), layer_label(model, i), w, none()};
+        k.ablation.layers[i].attention.window = w;
+        out.push_back(k);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace analysis
+}  // namespace hybridlab

@@ -1,0 +1,33 @@
+#pragma once
+// The knock-outs of one trained model: which part each removes, as a ModelAblation.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hybridlab/analysis.h"
+#include "model/hybrid_model.h"
+
+namespace hybridlab::analysis {
+
+/// One knock-out: a KnockoutResult's identity plus the ablation that realises it.
+struct Knockout {
+  std::string kind;    ///< a knockout_kinds() entry
+  int64_t layer = -1;  ///< as KnockoutResult::layer
+  std::string target;
+  int64_t setting = 0;  ///< reach window / state_reset segment (tokens), else 0
+  ModelAblation ablation;
+};
+
+/// Every knock-out of `model` of the given kinds (all when `kinds` is empty), in this order:
+/// mixer (each layer), state_reset (each recurrent layer; segment = opts.state_window or the
+/// layer's chunk_size), position (each attention layer whose scheme has hooks, the input scheme,
+/// then all at once when there is more than one), reach (each attention layer × each window of
+/// `windows`). Throws std::invalid_argument for an unknown kind.
+std::vector<Knockout> plan_knockouts(const HybridModel& model, const std::vector<std::string>& kinds,
+                                     int64_t state_window, const std::vector<int64_t>& windows);
+
+/// "layer 3 (attention, rope)" / "layer 0 (gated_deltanet)".
+std::string layer_label(const HybridModel& model, size_t layer);
+
+}  // namespace hybridlab::analysis

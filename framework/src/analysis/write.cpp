@@ -1,0 +1,205 @@
+// RUN_DIR/analysis/: CSV tables, summary.md and plots.
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "analysis/write.h"
+#include "plot/csv.h"
+#include "plot/gnuplot.h"
+#include "util/atomic_file.h"
+
+namespace hybridlab::analysis {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using plot::format_number;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Rows in first-seen order, one column per length: the value of each (row, length), NaN where
+// none was measured.
+struct Grid {
+  std::vector<std::string> rows;
+  std::map<std::pair<std::string, int64_t>, double> cells;
+  void add(const std::string& row, int64_t length, double v) {
+    if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
+    cells[{row, length}] = v;
+  }
+  torch::Tensor matrix(const std::vector<int64_t>& lengths) const {
+    torch::Tensor m = torch::full({static_cast<int64_t>(rows.size()),
+                                   static_cast<int64_t>(lengths.size())},
+                                  NAN, torch::kDouble);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t c = 0; c < lengths.size(); ++c) {
+        auto it = cells.find({rows[r], lengths[c]});
+        if (it != cells.end()) m[static_cast<int64_t>(r)][static_cast<int64_t>(c)] = it->second;
+      }
+    }
+    return m;
+  }
+};
+
+std::string markdown_grid(const Grid& g, const std::vector<int64_t>& lengths) {
+  if (g.rows.empty()) return "";
+  std::string md = "| |";
+  for (int64_t L : lengths) md += fmt::format(" {} |", L);
+  md += "\n|---|";
+  for (size_t i = 0; i < lengths.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto& row : g.rows) {
+    md += "| " + row + " |";
+    for (int64_t L : lengths) {
+      auto it = g.cells.find({row, L});
+      md += it == g.cells.end() ? " - |" : fmt::format(" {:.3g} |", it->second);
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+}  // namespace
+
+std::vector<std::string> write_analysis(const std::string& dir, const AnalysisResult& res,
+                                        double tolerance, bool plots) {
+  std::vector<std::string> files;
+  const auto path = [&](const std::string& name) {
+    files.push_back((fs::path(dir) / name).string());
+    return files.back();
+  };
+
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, Grid> damage;  // kind -> grid (reach rows carry the window)
+  for (const auto& k : res.knockouts) {
+    rows.push_back({k.kind, str(k.layer), k.target, str(k.setting), str(k.length),
+                    format_number(k.baseline), format_number(k.value), format_number(k.damage)});
+    if (k.kind != "reach") damage[k.kind].add(k.target, k.length, k.damage);
+  }
+  plot::write_csv(path("knockouts.csv"),
+                  {"kind", "layer", "target", "setting", "length", "baseline", "value", "damage"},
+                  rows);
+
+  rows.clear();
+  Grid reach_grid;
+  for (const Reach& r : reaches(res, tolerance)) {
+    rows.push_back({str(r.layer), r.target, str(r.length), str(r.window),
+                    r.whole_context ? "true" : "false"});
+    reach_grid.add(r.target, r.length, static_cast<double>(r.window));
+  }
+  plot::write_csv(path("reach.csv"), {"layer", "target", "length", "reach", "whole_context"}, rows);
+
+  std::vector<std::vector<std::string>> att_rows, gdn_rows, norm_rows;
+  Grid distance_grid;
+  std::map<int64_t, std::vector<const HeadStats*>> norms_at_longest;  // layer -> heads
+  for (const HeadStats& h : res.heads) {
+    if (h.mixer == "attention") {
+      att_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_distance),
+                          format_number(h.entropy), format_number(h.sink_mass),
+                          format_number(h.local_mass)});
+      distance_grid.add(fmt::format("layer {} head {}", h.layer, h.head), h.length,
+                        h.mean_distance);
+    } else {
+      gdn_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_alpha),
+                          format_number(h.memory_length), format_number(h.mean_beta)});
+      for (size_t i = 0; i < h.state_norms.size(); ++i) {
+        norm_rows.push_back({str(h.layer), str(h.head), str(h.length), str(h.state_positions[i]),
+                             format_number(h.state_norms[i])});
+      }
+      if (h.length == res.lengths.back()) norms_at_longest[h.layer].push_back(&h);
+    }
+  }
+  plot::write_csv(path("heads_attention.csv"),
+                  {"layer", "head", "length", "mean_distance", "entropy_nats", "sink_mass",
+                   "local_mass_16"},
+                  att_rows);
+  plot::write_csv(path("heads_gated_deltanet.csv"),
+                  {"layer", "head", "length", "mean_alpha", "memory_length", "mean_beta"}, gdn_rows);
+  plot::write_csv(path("state_norms.csv"), {"layer", "head", "length", "position", "state_norm"},
+                  norm_rows);
+
+  std::string md = fmt::format(
+      "# Analysis of {}\n\nTask {}, metric {} ({} is better), trained at {} tokens; {:.0f} s.\n\n"
+      "{}\n",
+      res.run, res.task, res.metric, res.higher_is_better ? "higher" : "lower", res.train_length,
+      res.seconds, res.summary);
+  for (const auto& [kind, grid] : damage) {
+    md += fmt::format("\n## Damage of the {} knock-out ({} lost; columns: length)\n\n", kind,
+                      res.metric) +
+          markdown_grid(grid, res.lengths);
+  }
+  if (!reach_grid.rows.empty()) {
+    md += fmt::format(
+              "\n## Reach: smallest window within {} {} (the length itself: none was)\n\n",
+              format_number(tolerance), res.metric) +
+          markdown_grid(reach_grid, res.lengths);
+  }
+  write_file_atomic(path("summary.md"), md);
+
+  if (plots && plot::gnuplot_available()) {
+    std::vector<std::string> xt;
+    for (int64_t L : res.lengths) xt.push_back(str(L));
+    for (const auto& [kind, grid] : damage) {
+      plot::plot_heatmap(grid.matrix(res.lengths),
+                         fmt::format("{} knock-out: {} lost", kind, res.metric), "eval length",
+                         "", path("knockout_" + kind + ".png"), xt, grid.rows);
+    }
+    if (!reach_grid.rows.empty()) {
+      plot::plot_heatmap(reach_grid.matrix(res.lengths).log2(),
+                         "reach: log2 of the smallest sufficient window (tokens)", "eval length",
+                         "", path("reach.png"), xt, reach_grid.rows);
+    }
+    if (!distance_grid.rows.empty()) {
+      plot::plot_heatmap(distance_grid.matrix(res.lengths), "mean attention distance (tokens)",
+                         "eval length", "", path("attention_distance.png"), xt,
+                         distance_grid.rows);
+    }
+    if (!norms_at_longest.empty()) {
+      plot::LinePlot lp;
+      lp.title = fmt::format("Gated DeltaNet state norm at {} tokens (mean over heads)",
+                             res.lengths.back());
+      lp.xlabel = "position (tokens seen)";
+      lp.ylabel = "Frobenius norm of the state";
+      for (const auto& [layer, heads] : norms_at_longest) {
+        plot::Series s;
+        s.title = fmt::format("layer {}", layer);
+        for (size_t i = 0; i < heads.front()->state_norms.size(); ++i) {
+          double sum = 0;
+          for (const auto* h : heads) sum += h->state_norms[i];
+          s.x.push_back(static_cast<double>(heads.front()->state_positions[i]));
+          s.y.push_back(sum / static_cast<double>(heads.size()));
+        }
+        lp.series.push_back(s);
+      }
+      plot::plot_lines(lp, path("state_norms.png"));
+    }
+  }
+  return files;
+}
+
+}  // namespace hybridlab::analysis
+
+namespace hybridlab {
+
+std::string analysis_summary(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "analysis" / "summary.md");
+  if (!in) return "";
+  // summary.md: "# title", a line of context, then the paragraph (write_analysis above).
+  std::string line, text;
+  int blank = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      if (++blank == 3) break;
+      continue;
+    }
+    if (blank == 2) text += (text.empty() ? "" : " ") + line;
+  }
+  return text;
+}
+
+}  // namespace hybridlab

@@ -1,0 +1,46 @@
+// Rebuilding a trained run from its folder: the one path for eval, analyze and generate.
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "hybridlab/trainer.h"
+#include "run/build.h"
+
+namespace hybridlab {
+
+std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
+  const auto source = folder.source();
+  const auto id = folder.identity();
+  if (!source || !id) {
+    throw UserError(fmt::format(
+        "'{}' is not a run folder (no source.yaml / run.json); give runs/<experiment>/<run>",
+        folder.dir()));
+  }
+  return {Config::parse(*source, (std::filesystem::path(folder.dir()) / "source.yaml").string()),
+          *id};
+}
+
+TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths) {
+  auto [cfg, id] = folder_config(folder);
+  const RunState state = folder.status().state;
+  if (state != RunState::kTrained && state != RunState::kFinished) {
+    throw UserError(fmt::format(
+        "'{}' is {}: only a run trained to its last step can be used; `hybridlab run` (or "
+        "`train`) with its experiment resumes it",
+        folder.dir(), run_state_name(state)));
+  }
+  if (!lengths.empty()) {
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (int64_t L : lengths) seq.push_back(L);
+    cfg.set("eval.lengths", seq, Location{"command line", 0, 0});
+  }
+  BuiltRun b = build_run(cfg, id.config_dir);
+  if (load_model_checkpoint(*b.model, folder.dir()) < 0) {
+    throw UserError(fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)",
+                                folder.dir()));
+  }
+  return TrainedRun{std::move(cfg), std::move(id), state, std::move(b)};
+}
+
+}  // namespace hybridlab
