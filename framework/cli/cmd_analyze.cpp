@@ -25,8 +25,9 @@ void add_analyze_command(CLI::App& app) {
       "position information, and restrict each attention layer to sliding windows (its reach); "
       "plus per-head statistics of attention weights and gates. Writes RUN_DIR/analysis/ "
       "(CSV tables, heatmaps, summary.md); docs/analysis.md explains each measure");
-  cmd->add_option("run_dir", args->run_dir,
-                  "Finished run folder, e.g. runs/quickstart/task-mqar_layers-GA_scheme-rope_seed-0")
+  cmd->add_option(
+         "run_dir", args->run_dir,
+         "Finished run folder, e.g. runs/quickstart/task-mqar_layers-GA_scheme-rope_seed-0")
       ->required();
   cmd->add_option("--lengths", args->opts.lengths,
                   "Eval lengths (tokens) instead of the run's eval.lengths, e.g. --lengths 64,256")
@@ -51,9 +52,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_flag("--no-plots", args->no_plots, "Write the tables only (no gnuplot)");
   cmd->callback([args] {
     if (!std::filesystem::is_directory(args->run_dir)) {
-      throw UserError(fmt::format("'{}' is not a folder; give a run folder, e.g. "
-                                  "runs/<experiment>/<run>",
-                                  args->run_dir));
+      throw UserError(
+          fmt::format("'{}' is not a folder; give a run folder, e.g. "
+                      "runs/<experiment>/<run>",
+                      args->run_dir));
     }
     args->opts.plots = !args->no_plots;
     args->opts.head_stats = !args->no_heads;

@@ -51,7 +51,8 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results", "[analyze][cli]") {
+TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results",
+          "[analyze][cli]") {
   clitest::TempDir tmp("analyzecli");
   const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
   std::ofstream(exp) << "name: tiny\n"
@@ -106,8 +107,8 @@ TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results"
   // Per length: mixer 0 and 1, the state reset of layer 0 every 8 tokens, layer 1's positions,
   // and layer 1's reach at window 16.
   for (const std::string L : {"32", "64"}) {
-    for (const std::string k : {"mixer:0:0", "mixer:1:0", "state_reset:0:8", "position:1:0",
-                                "reach:1:16"}) {
+    for (const std::string k :
+         {"mixer:0:0", "mixer:1:0", "state_reset:0:8", "position:1:0", "reach:1:16"}) {
       CHECK(std::count(seen.begin(), seen.end(), k + "@" + L) == 1);
     }
   }

@@ -39,9 +39,9 @@ const std::vector<std::string>& knockout_kinds();
 
 /// One measurement: the run's primary metric with one knock-out applied, at one length.
 struct KnockoutResult {
-  std::string kind;    ///< a knockout_kinds() entry
-  int64_t layer = -1;  ///< layer index; -1 = the input scheme, -2 = every positional hook
-  std::string target;  ///< "layer 3 (attention, rope)", "input (sinusoidal)", "all positions"
+  std::string kind;     ///< a knockout_kinds() entry
+  int64_t layer = -1;   ///< layer index; -1 = the input scheme, -2 = every positional hook
+  std::string target;   ///< "layer 3 (attention, rope)", "input (sinusoidal)", "all positions"
   int64_t setting = 0;  ///< reach: the window; state_reset: the segment length; else 0
   int64_t length = 0;   ///< eval length (tokens)
   double baseline = 0;  ///< the metric without knock-out (same examples)
@@ -61,9 +61,10 @@ struct HeadStats {
   double sink_mass = 0;      ///< p on the first token (position 0)
   double local_mass = 0;     ///< p on the last 16 tokens (0 <= i − j < 16)
   // gated_deltanet: means over tokens (and examples)
-  double mean_alpha = 0;     ///< decay α = exp(g) per token
-  double memory_length = 0;  ///< 1 / (1 − mean α): the decay's time constant in tokens (α^t ≈ e^(−t(1−α)))
-  double mean_beta = 0;      ///< writing strength β
+  double mean_alpha = 0;  ///< decay α = exp(g) per token
+  double memory_length =
+      0;  ///< 1 / (1 − mean α): the decay's time constant in tokens (α^t ≈ e^(−t(1−α)))
+  double mean_beta = 0;  ///< writing strength β
   /// Frobenius norm of the head's state [d_k, d_v] after each eighth of the sequence
   /// (positions in state_positions).
   std::vector<double> state_norms;
@@ -72,14 +73,14 @@ struct HeadStats {
 
 /// Everything `analyze` measured, as written to RUN_DIR/analysis/.
 struct AnalysisResult {
-  std::string run;             ///< run folder
-  std::string task, metric;    ///< task and its primary metric
+  std::string run;           ///< run folder
+  std::string task, metric;  ///< task and its primary metric
   bool higher_is_better = true;
   int64_t train_length = 0;
   std::vector<int64_t> lengths;
   std::vector<KnockoutResult> knockouts;
   std::vector<HeadStats> heads;
-  std::string summary;  ///< the plain-language paragraph (also analysis/summary.md)
+  std::string summary;             ///< the plain-language paragraph (also analysis/summary.md)
   std::vector<std::string> files;  ///< files written
   double seconds = 0;
 };

@@ -86,8 +86,10 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   std::vector<analysis::GateSums> gates(n);
   for (size_t i = 0; i < n; ++i) {
     if (auto* a = dynamic_cast<Attention*>(blocks[i]->mixer.get())) {
-      a->set_probe([&att, i](const torch::Tensor& p, const torch::Tensor& qp,
-                             const torch::Tensor& kp) { analysis::add_attention(att[i], p, qp, kp); });
+      a->set_probe(
+          [&att, i](const torch::Tensor& p, const torch::Tensor& qp, const torch::Tensor& kp) {
+            analysis::add_attention(att[i], p, qp, kp);
+          });
     } else if (auto* g = dynamic_cast<GatedDeltaNet*>(blocks[i]->mixer.get())) {
       g->set_probe([&gates, i](const torch::Tensor& gg, const torch::Tensor& b) {
         analysis::add_gates(gates[i], gg, b);
@@ -97,7 +99,8 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
-  const int64_t bs = std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
+  const int64_t bs =
+      std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
   const int64_t rows = set.tokens.size(0);
   for (int64_t b0 = 0; b0 < rows; b0 += bs) {
     model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));
@@ -154,7 +157,8 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
         s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
         s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
         s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();
-        for (const torch::Tensor& piece : norms[i]) s.state_norms.push_back(piece[h].item<double>());
+        for (const torch::Tensor& piece : norms[i])
+          s.state_norms.push_back(piece[h].item<double>());
         s.state_positions = positions;
         out.push_back(s);
       }
@@ -206,14 +210,12 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
     ++done;
     if (opts.quiet || (!tty && !length_done)) return;
     const double el = seconds_since(t_start);
-    std::fprintf(stderr, "%sanalyze: length %lld, %lld/%lld evaluations, %s elapsed, ETA %s%s",
-                 tty ? "\r" : "",
-                 static_cast<long long>(L), static_cast<long long>(done),
-                 static_cast<long long>(total), format_duration(el).c_str(),
-                 format_duration(el / static_cast<double>(done) *
-                                 static_cast<double>(total - done))
-                     .c_str(),
-                 tty ? "   " : "\n");
+    std::fprintf(
+        stderr, "%sanalyze: length %lld, %lld/%lld evaluations, %s elapsed, ETA %s%s",
+        tty ? "\r" : "", static_cast<long long>(L), static_cast<long long>(done),
+        static_cast<long long>(total), format_duration(el).c_str(),
+        format_duration(el / static_cast<double>(done) * static_cast<double>(total - done)).c_str(),
+        tty ? "   " : "\n");
     std::fflush(stderr);
   };
 

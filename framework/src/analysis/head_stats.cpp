@@ -35,13 +35,13 @@ void add_attention(AttentionSums& sums, const torch::Tensor& probs, const torch:
 
 void add_gates(GateSums& sums, const torch::Tensor& g, const torch::Tensor& beta) {
   TORCH_CHECK(g.dim() == 3 && g.sizes() == beta.sizes(),
-              "add_gates: g and beta must both be [B,H,T], got ", g.sizes(), " and ",
-              beta.sizes());
+              "add_gates: g and beta must both be [B,H,T], got ", g.sizes(), " and ", beta.sizes());
   const torch::Tensor gd = g.detach().to(torch::kCPU, torch::kDouble);
   const int64_t B = g.size(0), T = g.size(2);
   accumulate(sums.tokens, torch::full({g.size(1)}, static_cast<double>(B * T), torch::kDouble));
   accumulate(sums.alpha, gd.exp().sum(torch::IntArrayRef{0, 2}));
-  accumulate(sums.beta, beta.detach().to(torch::kCPU, torch::kDouble).sum(torch::IntArrayRef{0, 2}));
+  accumulate(sums.beta,
+             beta.detach().to(torch::kCPU, torch::kDouble).sum(torch::IntArrayRef{0, 2}));
 }
 
 }  // namespace hybridlab::analysis

@@ -27,15 +27,18 @@ const Attention* attention_of(const HybridModel& model, size_t layer) {
 }  // namespace
 
 std::string layer_label(const HybridModel& model, size_t layer) {
-  std::string out = "layer " + std::to_string(layer) + " (" + model.options().layers[layer].type->name;
+  std::string out =
+      "layer " + std::to_string(layer) + " (" + model.options().layers[layer].type->name;
   if (const Attention* a = attention_of(model, layer)) out += ", " + a->scheme()->name();
   return out + ")";
 }
 
-std::vector<Knockout> plan_knockouts(const HybridModel& model, const std::vector<std::string>& kinds,
-                                     int64_t state_window, const std::vector<int64_t>& windows) {
+std::vector<Knockout> plan_knockouts(const HybridModel& model,
+                                     const std::vector<std::string>& kinds, int64_t state_window,
+                                     const std::vector<int64_t>& windows) {
   for (const std::string& k : kinds) {
-    if (!wanted(knockout_kinds(), k)) throw std::invalid_argument("unknown knock-out kind '" + k + "'");
+    if (!wanted(knockout_kinds(), k))
+      throw std::invalid_argument("unknown knock-out kind '" + k + "'");
   }
   const size_t n = model.blocks().size();
   const auto none = [&] {

@@ -24,8 +24,9 @@ struct Knockout {
 /// layer's chunk_size), position (each attention layer whose scheme has hooks, the input scheme,
 /// then all at once when there is more than one), reach (each attention layer × each window of
 /// `windows`). Throws std::invalid_argument for an unknown kind.
-std::vector<Knockout> plan_knockouts(const HybridModel& model, const std::vector<std::string>& kinds,
-                                     int64_t state_window, const std::vector<int64_t>& windows);
+std::vector<Knockout> plan_knockouts(const HybridModel& model,
+                                     const std::vector<std::string>& kinds, int64_t state_window,
+                                     const std::vector<int64_t>& windows);
 
 /// "layer 3 (attention, rope)" / "layer 0 (gated_deltanet)".
 std::string layer_label(const HybridModel& model, size_t layer);

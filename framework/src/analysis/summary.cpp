@@ -63,10 +63,10 @@ std::string mixer_sentence(const AnalysisResult& res, double tol) {
         num(mean_damage.front().first), res.metric);
   }
   const int64_t top = mean_damage.front().second;
-  std::string out = fmt::format("Zeroing one mixer at a time, {} carries {:.0f}% of the damage ({})",
-                                by_layer[top].front()->target,
-                                100.0 * mean_damage.front().first / total,
-                                effect(res, *worst(by_layer[top])));
+  std::string out =
+      fmt::format("Zeroing one mixer at a time, {} carries {:.0f}% of the damage ({})",
+                  by_layer[top].front()->target, 100.0 * mean_damage.front().first / total,
+                  effect(res, *worst(by_layer[top])));
   for (size_t i = 1; i < mean_damage.size(); ++i) {
     out += fmt::format("{} {} {:.0f}%", i + 1 == mean_damage.size() ? " and" : ",",
                        by_layer[mean_damage[i].second].front()->target,
@@ -106,12 +106,16 @@ std::string position_sentence(const AnalysisResult& res, double tol) {
   };
   const auto phrase = [&](const KnockoutResult* k) {
     if (!k) return std::string("-");
-    if (std::abs(k->damage) <= tol) return fmt::format("costs nothing measurable at {}", length_text(res, k->length));
-    return fmt::format("{} {} {} at {}", k->damage > 0 ? "costs" : "gains", num(std::abs(k->damage)),
-                       res.metric, length_text(res, k->length));
+    if (std::abs(k->damage) <= tol)
+      return fmt::format("costs nothing measurable at {}", length_text(res, k->length));
+    return fmt::format("{} {} {} at {}", k->damage > 0 ? "costs" : "gains",
+                       num(std::abs(k->damage)), res.metric, length_text(res, k->length));
   };
   const int64_t first = res.lengths.front(), last = res.lengths.back();
-  std::string out = fmt::format(" Removing {} {}", several ? "all position information" : "the position information of " + all.front()->target, phrase(at(first)));
+  std::string out = fmt::format(
+      " Removing {} {}",
+      several ? "all position information" : "the position information of " + all.front()->target,
+      phrase(at(first)));
   if (last != first) out += " and " + phrase(at(last));
   out += ".";
   if (several) {
@@ -130,10 +134,11 @@ std::string reach_sentence(const AnalysisResult& res, double tol) {
   std::string out;
   for (const Reach& r : all) {
     if (r.length != res.lengths.back()) continue;
-    out += fmt::format(" At {}, {} needs {}.", length_text(res, r.length), r.target,
-                       r.whole_context ? "the whole context (no tried window was within " + num(tol) + ")"
-                                       : fmt::format("a window of {} tokens (within {} {})", r.window,
-                                                     num(tol), res.metric));
+    out += fmt::format(
+        " At {}, {} needs {}.", length_text(res, r.length), r.target,
+        r.whole_context
+            ? "the whole context (no tried window was within " + num(tol) + ")"
+            : fmt::format("a window of {} tokens (within {} {})", r.window, num(tol), res.metric));
   }
   return out;
 }

@@ -33,9 +33,9 @@ struct Grid {
     cells[{row, length}] = v;
   }
   torch::Tensor matrix(const std::vector<int64_t>& lengths) const {
-    torch::Tensor m = torch::full({static_cast<int64_t>(rows.size()),
-                                   static_cast<int64_t>(lengths.size())},
-                                  NAN, torch::kDouble);
+    torch::Tensor m =
+        torch::full({static_cast<int64_t>(rows.size()), static_cast<int64_t>(lengths.size())}, NAN,
+                    torch::kDouble);
     for (size_t r = 0; r < rows.size(); ++r) {
       for (size_t c = 0; c < lengths.size(); ++c) {
         auto it = cells.find({rows[r], lengths[c]});
@@ -88,8 +88,8 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
   rows.clear();
   Grid reach_grid;
   for (const Reach& r : reaches(res, tolerance)) {
-    rows.push_back({str(r.layer), r.target, str(r.length), str(r.window),
-                    r.whole_context ? "true" : "false"});
+    rows.push_back(
+        {str(r.layer), r.target, str(r.length), str(r.window), r.whole_context ? "true" : "false"});
     reach_grid.add(r.target, r.length, static_cast<double>(r.window));
   }
   plot::write_csv(path("reach.csv"), {"layer", "target", "length", "reach", "whole_context"}, rows);
@@ -114,12 +114,13 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
       if (h.length == res.lengths.back()) norms_at_longest[h.layer].push_back(&h);
     }
   }
-  plot::write_csv(path("heads_attention.csv"),
-                  {"layer", "head", "length", "mean_distance", "entropy_nats", "sink_mass",
-                   "local_mass_16"},
-                  att_rows);
+  plot::write_csv(
+      path("heads_attention.csv"),
+      {"layer", "head", "length", "mean_distance", "entropy_nats", "sink_mass", "local_mass_16"},
+      att_rows);
   plot::write_csv(path("heads_gated_deltanet.csv"),
-                  {"layer", "head", "length", "mean_alpha", "memory_length", "mean_beta"}, gdn_rows);
+                  {"layer", "head", "length", "mean_alpha", "memory_length", "mean_beta"},
+                  gdn_rows);
   plot::write_csv(path("state_norms.csv"), {"layer", "head", "length", "position", "state_norm"},
                   norm_rows);
 
@@ -134,9 +135,8 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
           markdown_grid(grid, res.lengths);
   }
   if (!reach_grid.rows.empty()) {
-    md += fmt::format(
-              "\n## Reach: smallest window within {} {} (the length itself: none was)\n\n",
-              format_number(tolerance), res.metric) +
+    md += fmt::format("\n## Reach: smallest window within {} {} (the length itself: none was)\n\n",
+                      format_number(tolerance), res.metric) +
           markdown_grid(reach_grid, res.lengths);
   }
   write_file_atomic(path("summary.md"), md);
@@ -146,8 +146,8 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
     for (int64_t L : res.lengths) xt.push_back(str(L));
     for (const auto& [kind, grid] : damage) {
       plot::plot_heatmap(grid.matrix(res.lengths),
-                         fmt::format("{} knock-out: {} lost", kind, res.metric), "eval length",
-                         "", path("knockout_" + kind + ".png"), xt, grid.rows);
+                         fmt::format("{} knock-out: {} lost", kind, res.metric), "eval length", "",
+                         path("knockout_" + kind + ".png"), xt, grid.rows);
     }
     if (!reach_grid.rows.empty()) {
       plot::plot_heatmap(reach_grid.matrix(res.lengths).log2(),
@@ -156,8 +156,7 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
     }
     if (!distance_grid.rows.empty()) {
       plot::plot_heatmap(distance_grid.matrix(res.lengths), "mean attention distance (tokens)",
-                         "eval length", "", path("attention_distance.png"), xt,
-                         distance_grid.rows);
+                         "eval length", "", path("attention_distance.png"), xt, distance_grid.rows);
     }
     if (!norms_at_longest.empty()) {
       plot::LinePlot lp;

@@ -320,7 +320,8 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   plot::write_csv(files.by_variant_csv, vheader, vrows);
 
   // ---- summary.md: per task, variant x eval length of the primary metric.
-  std::string md = fmt::format("# {}\n\n", dir.filename().string());
+  // Titled by the folder's own name, also for `report .` or a trailing slash.
+  std::string md = fmt::format("# {}\n\n", fs::weakly_canonical(dir).filename().string());
   std::map<std::string, int64_t> states;
   for (const auto& r : runs) ++states[r.state];
   std::string counts;

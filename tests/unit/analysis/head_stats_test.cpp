@@ -28,7 +28,7 @@ TEST_CASE("attention statistics of a hand-made map", "[analysis][heads]") {
   // Entropy ln 2 and −(0.2 ln 0.2 + 0.3 ln 0.3 + 0.5 ln 0.5).
   CHECK(s.entropy[0].item<double>() ==
         Approx(std::log(2.0) - (0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5))));
-  CHECK(s.sink[0].item<double>() == Approx(0.7));  // 0.5 + 0.2 on position 0
+  CHECK(s.sink[0].item<double>() == Approx(0.7));   // 0.5 + 0.2 on position 0
   CHECK(s.local[0].item<double>() == Approx(1.8));  // within 2 tokens: 1.0 and 0.8
   // Head 1: all weight on the query itself.
   CHECK(s.distance[1].item<double>() == 0);

@@ -30,8 +30,8 @@ TEST_CASE("knock-out plan of a GGA model with RoPE and a sinusoidal input", "[an
   auto model = std::dynamic_pointer_cast<HybridModel>(build_model(*opts, host, {64, 256}));
   const auto plan = plan_knockouts(*model, {}, 0, {16, 64});
   std::vector<std::string> names;
-  for (const auto& k : plan) names.push_back(k.kind + ":" + std::to_string(k.layer) + ":" +
-                                             std::to_string(k.setting));
+  for (const auto& k : plan)
+    names.push_back(k.kind + ":" + std::to_string(k.layer) + ":" + std::to_string(k.setting));
   CHECK(names == std::vector<std::string>{"mixer:0:0", "mixer:1:0", "mixer:2:0", "state_reset:0:8",
                                           "state_reset:1:8", "position:2:0", "position:-1:0",
                                           "position:-2:0", "reach:2:16", "reach:2:64"});

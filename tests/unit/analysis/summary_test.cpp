@@ -22,11 +22,12 @@ AnalysisResult sample() {
   r.lengths = {64, 256};
   const std::string g = "layer 0 (gated_deltanet)", a = "layer 1 (attention, rope)";
   // Mixer damage: layer 0 0.1 and 0.1 (mean 0.1), layer 1 0.9 and 0.9 (mean 0.9): 10% / 90%.
-  r.knockouts = {ko("mixer", 0, g, 0, 64, 1.0, 0.9),      ko("mixer", 0, g, 0, 256, 0.95, 0.85),
-                 ko("mixer", 1, a, 0, 64, 1.0, 0.1),      ko("mixer", 1, a, 0, 256, 0.95, 0.05),
-                 ko("position", 1, a, 0, 64, 1.0, 0.5),   ko("position", 1, a, 0, 256, 0.95, 0.95),
-                 ko("reach", 1, a, 16, 64, 1.0, 0.6),     ko("reach", 1, a, 16, 256, 0.95, 0.2),
-                 ko("reach", 1, a, 64, 256, 0.95, 0.945), ko("state_reset", 0, g, 16, 256, 0.95, 0.5)};
+  r.knockouts = {
+      ko("mixer", 0, g, 0, 64, 1.0, 0.9),      ko("mixer", 0, g, 0, 256, 0.95, 0.85),
+      ko("mixer", 1, a, 0, 64, 1.0, 0.1),      ko("mixer", 1, a, 0, 256, 0.95, 0.05),
+      ko("position", 1, a, 0, 64, 1.0, 0.5),   ko("position", 1, a, 0, 256, 0.95, 0.95),
+      ko("reach", 1, a, 16, 64, 1.0, 0.6),     ko("reach", 1, a, 16, 256, 0.95, 0.2),
+      ko("reach", 1, a, 64, 256, 0.95, 0.945), ko("state_reset", 0, g, 16, 256, 0.95, 0.5)};
   return r;
 }
 
