@@ -129,15 +129,19 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   }
 
   std::vector<HeadStats> out;
+  const auto head = [length](size_t layer, int64_t h, const char* mixer) {
+    HeadStats s;
+    s.layer = static_cast<int64_t>(layer);
+    s.head = h;
+    s.length = length;
+    s.mixer = mixer;
+    return s;
+  };
   for (size_t i = 0; i < n; ++i) {
     if (att[i].rows.defined()) {
       const torch::Tensor r = att[i].rows;
       for (int64_t h = 0; h < r.size(0); ++h) {
-        HeadStats s;
-        s.layer = static_cast<int64_t>(i);
-        s.head = h;
-        s.length = length;
-        s.mixer = "attention";
+        HeadStats s = head(i, h, "attention");
         const double rows_h = r[h].item<double>();
         s.mean_distance = att[i].distance[h].item<double>() / rows_h;
         s.entropy = att[i].entropy[h].item<double>() / rows_h;
@@ -149,11 +153,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
     if (gates[i].tokens.defined()) {
       const torch::Tensor t = gates[i].tokens;
       for (int64_t h = 0; h < t.size(0); ++h) {
-        HeadStats s;
-        s.layer = static_cast<int64_t>(i);
-        s.head = h;
-        s.length = length;
-        s.mixer = "gated_deltanet";
+        HeadStats s = head(i, h, "gated_deltanet");
         s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
         s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
         s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();
