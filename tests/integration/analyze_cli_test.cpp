@@ -123,14 +123,14 @@ TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results"
   CHECK(read_csv(run / "analysis" / "heads_gated_deltanet.csv").size() == 1 + 4);
 
   // The experiment report carries the run's analysis paragraph, the same text analyze printed.
-  const std::string paragraph = r.out.substr(r.out.find("Zeroing"), r.out.find("\n\nwrote") -
-                                                                        r.out.find("Zeroing"));
+  const std::string paragraph =
+      r.out.substr(r.out.find("Zeroing"), r.out.find("\n\nwrote") - r.out.find("Zeroing"));
   r = cli("report " + q(runs / "tiny"));
   REQUIRE(r.code == 0);
   const std::string report = slurp(runs / "tiny" / "summary.md");
   CHECK_THAT(report, Catch::Contains("## Analysis (knock-outs of trained runs)") &&
-                         Catch::Contains("- main ([details](main/analysis/summary.md)): " +
-                                         paragraph + "\n"));
+                         Catch::Contains(
+                             "- main ([details](main/analysis/summary.md)): " + paragraph + "\n"));
 
   // A run whose positional scheme is no longer installed.
   const fs::path moved = runs / "tiny" / "moved";
