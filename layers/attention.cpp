@@ -88,6 +88,14 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
   if (register_scheme) register_module("position", scheme_);
 }
 
+int64_t AttentionCache::nbytes() const {
+  int64_t n = 0;
+  for (const torch::Tensor* t : {&k, &v, &positions}) {
+    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  }
+  return n;
+}
+
 std::unique_ptr<MixerCache> Attention::make_cache() const {
   return std::make_unique<AttentionCache>();
 }
