@@ -12,6 +12,7 @@
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
 #include "run/build.h"
+#include "run/trained_run.h"
 #include "run/variants.h"
 
 namespace hybridlab {
@@ -19,18 +20,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// The folder's source config and identity; a folder without them was never prepared.
-std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
-  const auto source = folder.source();
-  const auto id = folder.identity();
-  if (!source || !id) {
-    throw UserError(fmt::format(
-        "'{}' is not a run folder (no source.yaml / run.json); give runs/<experiment>/<run>",
-        folder.dir()));
-  }
-  return {Config::parse(*source, (fs::path(folder.dir()) / "source.yaml").string()), *id};
-}
 
 RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   RunResults r;
@@ -122,7 +111,7 @@ void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunI
 
 void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   const auto t0 = Clock::now();
-  auto [cfg, id] = folder_config(folder);
+  auto [cfg, id] = run_folder_config(folder);
   if (folder.status().state == RunState::kFinished && !opts.train_only) {
     add_missing_variants(folder, cfg, id, opts);
     return;
@@ -173,15 +162,9 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths,
                      const std::vector<EvalVariant>& variants) {
   const RunFolder folder(run_dir);
-  auto [cfg, id] = folder_config(folder);
+  auto [cfg, id] = run_folder_config(folder);
   RunLock lock(run_dir);
-  const RunStatus st = folder.status();
-  if (st.state != RunState::kTrained && st.state != RunState::kFinished) {
-    throw UserError(fmt::format(
-        "'{}' is {}: only a run trained to its last step can be evaluated; `hybridlab run` (or "
-        "`train`) with its experiment resumes it",
-        run_dir, run_state_name(st.state)));
-  }
+  const RunStatus st = require_trained(folder);
   const std::optional<RunResults> prev = folder.results();
   if (!lengths.empty()) {
     YAML::Node seq(YAML::NodeType::Sequence);
@@ -189,10 +172,7 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
     cfg.set("eval.lengths", seq, Location{"command line", 0, 0});
   }
   BuiltRun b = build_run(cfg, id.config_dir);
-  if (load_model_checkpoint(*b.model, run_dir) < 0) {
-    throw UserError(
-        fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)", run_dir));
-  }
+  load_trained_weights(*b.model, run_dir);
   RunResults r = results_of(id, b);
   if (prev) {
     // Evaluation adds to what the run reported: the training summary and other lengths stay.
