@@ -19,10 +19,11 @@ Config load_config_with_overrides(const std::string& path,
 /// one ConfigError listing every problem. Implemented in validate.cpp.
 void validate_experiment_config(Config& cfg);
 
-void add_config_command(CLI::App& app);   // config show
-void add_plugins_command(CLI::App& app);  // plugins list
-void add_inspect_command(CLI::App& app);  // inspect position (positional-scheme issue)
-void add_model_command(CLI::App& app);    // model summary (layers issue)
-void add_run_commands(CLI::App& app);     // run, train, eval, sweep, report (main-job issue)
+void add_config_command(CLI::App& app);    // config show
+void add_plugins_command(CLI::App& app);   // plugins list
+void add_inspect_command(CLI::App& app);   // inspect position (positional-scheme issue)
+void add_model_command(CLI::App& app);     // model summary (layers issue)
+void add_run_commands(CLI::App& app);      // run, train, eval, sweep, report (main-job issue)
+void add_generate_command(CLI::App& app);  // generate: continue a prompt with a trained run
 
 }  // namespace hybridlab::cli
