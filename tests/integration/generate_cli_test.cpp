@@ -50,14 +50,15 @@ void write_passkey_experiment(const fs::path& file) {
 }
 
 void write_mqar_experiment(const fs::path& file) {
-  std::ofstream(file) << "name: mq\n"
-                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: 2},\n"
-                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
-                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
-                         "train: {steps: 2, batch_size: 2, warmup_steps: 1}\n"
-                         "eval: {lengths: [32], examples: 4}\n"
-                         "runtime: {threads: 1}\n"
-                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+  std::ofstream(file)
+      << "name: mq\n"
+         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: 2},\n"
+         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+         "train: {steps: 2, batch_size: 2, warmup_steps: 1}\n"
+         "eval: {lengths: [32], examples: 4}\n"
+         "runtime: {threads: 1}\n"
+         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
 }
 
 // A copy of `run` under `to` (a folder the tests may break).
@@ -109,7 +110,8 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
             " -n 6 2>/dev/null")
             .out == cli("generate " + q(run) + " --prompt 'The pass key is' -n 6 2>/dev/null").out);
   // Sampling: the same seed, the same bytes.
-  const std::string sample = " --prompt 'The pass key is' -n 24 --temperature 1.5 --seed 4 2>/dev/null";
+  const std::string sample =
+      " --prompt 'The pass key is' -n 24 --temperature 1.5 --seed 4 2>/dev/null";
   CHECK(cli("generate " + q(run) + sample).out == cli("generate " + q(run) + sample).out);
 
   // Bad input: exit 2 and the problem named.
@@ -122,16 +124,16 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
   bad("generate " + q(tmp.path / "runs" / "pk") + " --prompt x", "is not a run folder");
   bad("generate " + q(tmp.path / "nowhere") + " --prompt x", "is not a run folder");
   bad("generate " + q(run), "give the prompt: --prompt TEXT or --prompt-file FILE");
-  bad("generate " + q(run) + " --prompt x --prompt-file " + q(tmp.path / "prompt.txt"),
-      "not both");
+  bad("generate " + q(run) + " --prompt x --prompt-file " + q(tmp.path / "prompt.txt"), "not both");
   bad("generate " + q(run) + " --prompt-file " + q(tmp.path / "missing.txt"), "cannot read");
   bad("generate " + q(run) + " --prompt x -n 0", "--max-new-tokens must be >= 1");
   bad("generate " + q(run) + " --prompt x --temperature -1", "--temperature must be >= 0");
   // 120 prompt bytes + 9 new ones need 129 positions; the learned table has 128.
   bad("generate " + q(run) + " --prompt " + std::string(120, 'a') + " -n 9",
       "'learned' positional scheme encodes at most 128");
-  CHECK(cli("generate " + q(run) + " --prompt " + std::string(120, 'a') + " -n 8 2>/dev/null")
-            .code == 0);
+  CHECK(
+      cli("generate " + q(run) + " --prompt " + std::string(120, 'a') + " -n 8 2>/dev/null").code ==
+      0);
 
   // A run that is not trained to the end, one without its checkpoint, one whose plugins are gone.
   const fs::path broken = tmp.path / "broken";
@@ -143,14 +145,20 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
   const fs::path no_ckpt = copy_run(run, broken / "no_checkpoint");
   fs::remove_all(no_ckpt / "checkpoint");
   bad("generate " + q(no_ckpt) + " --prompt x", "holds no checkpoint");
+  // The run's plugin folder is gone; a scheme its plugins provided is no longer found.
   const fs::path no_plugins = copy_run(run, broken / "no_plugins");
-  fs::create_directories(broken / "empty");
   std::string source = slurp(no_plugins / "source.yaml");
   const std::string dir = HYBRIDLAB_TEST_PLUGIN_DIR;
   REQUIRE(source.find(dir) != std::string::npos);
-  source.replace(source.find(dir), dir.size(), (broken / "empty").string());
+  source.replace(source.find(dir), dir.size(), (broken / "gone").string());
   std::ofstream(no_plugins / "source.yaml") << source;
-  bad("generate " + q(no_plugins) + " --prompt x", "learned");
+  bad("generate " + q(no_plugins) + " --prompt x", "plugin folder '" + (broken / "gone").string());
+  const fs::path no_scheme = copy_run(run, broken / "no_scheme");
+  source = slurp(no_scheme / "source.yaml");
+  REQUIRE(source.find("scheme: learned") != std::string::npos);
+  source.replace(source.find("scheme: learned"), 15, "scheme: learned_elsewhere");
+  std::ofstream(no_scheme / "source.yaml") << source;
+  bad("generate " + q(no_scheme) + " --prompt x", "unknown positional scheme 'learned_elsewhere'");
 
   const Result help = cli("generate --help");
   CHECK(help.code == 0);
@@ -161,8 +169,9 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
 TEST_CASE("generate cli: token ids in and out for a task that is not bytes", "[generate][cli]") {
   Tmp tmp;
   write_mqar_experiment(tmp.path / "mq.yaml");
-  REQUIRE(cli("run " + q(tmp.path / "mq.yaml") + " --runs-dir " + q(tmp.path / "runs") + " -q")
-              .code == 0);
+  REQUIRE(
+      cli("run " + q(tmp.path / "mq.yaml") + " --runs-dir " + q(tmp.path / "runs") + " -q").code ==
+      0);
   const fs::path run = run_folder(tmp.path / "runs");
   const Result g = cli("generate " + q(run) + " --prompt '1 33 2 40' -n 5 2>/dev/null");
   INFO(g.out);
