@@ -85,7 +85,9 @@ double Generation::tokens_per_s() const {
 int64_t max_positions(torch::nn::Module& model, std::string* scheme) {
   int64_t limit = 0;
   if (scheme) scheme->clear();
-  for (const auto& m : model.modules(/*include_self=*/true)) {
+  // Submodules only: modules(true) needs the model to be owned by a shared_ptr, which a model
+  // made on the stack is not (and a LanguageModel is never itself a scheme).
+  for (const auto& m : model.modules(/*include_self=*/false)) {
     const auto* p = dynamic_cast<const PositionScheme*>(m.get());
     if (!p || p->max_length() <= 0) continue;
     if (limit == 0 || p->max_length() < limit) {
