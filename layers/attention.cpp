@@ -93,6 +93,14 @@ int64_t Attention::active_window() const {
   return opts_.window > 0 ? std::min(opts_.window, ablation_.window) : ablation_.window;
 }
 
+int64_t AttentionCache::nbytes() const {
+  int64_t n = 0;
+  for (const torch::Tensor* t : {&k, &v, &positions}) {
+    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  }
+  return n;
+}
+
 std::unique_ptr<MixerCache> Attention::make_cache() const {
   return std::make_unique<AttentionCache>();
 }

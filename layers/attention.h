@@ -75,6 +75,7 @@ struct AttentionCache : MixerCache {
   torch::Tensor k;          ///< [B,Hkv,Tc,Dh], undefined when empty
   torch::Tensor v;          ///< [B,Hkv,Tc,Dh]
   torch::Tensor positions;  ///< [Tc] int64
+  int64_t nbytes() const override;
 };
 
 class Attention : public Mixer {

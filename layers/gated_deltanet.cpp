@@ -89,6 +89,14 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
   o_norm = register_module("o_norm", std::make_shared<GatedRMSNorm>(v_dim_, opts_.norm_eps));
 }
 
+int64_t GatedDeltaNetCache::nbytes() const {
+  int64_t n = 0;
+  for (const torch::Tensor* t : {&conv_q, &conv_k, &conv_v, &state}) {
+    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  }
+  return n;
+}
+
 std::unique_ptr<MixerCache> GatedDeltaNet::make_cache() const {
   return std::make_unique<GatedDeltaNetCache>();
 }

@@ -48,6 +48,7 @@ GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
 struct GatedDeltaNetCache : MixerCache {
   torch::Tensor conv_q, conv_k, conv_v;  ///< [B,conv_size−1,C], undefined when empty
   torch::Tensor state;                   ///< [B,Hv,d_k,d_v], undefined when empty
+  int64_t nbytes() const override;
 };
 
 /// Observer of a Gated DeltaNet layer's gates: called once per forward with g [B,Hv,T] (log

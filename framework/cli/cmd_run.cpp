@@ -154,7 +154,8 @@ void add_run_commands(CLI::App& app) {
       "Evaluate the trained weights with settings changed, as the variant NAME (repeatable): "
       "NAME=KEY=VALUE[,KEY=VALUE...], e.g. --variant "
       "'ntk=model.attention.position.rope_scaling={type: ntk, factor: 4}'. Only positional-"
-      "scheme settings, attention windows and chunk sizes may change (docs/experiments.md). "
+      "scheme settings, attention windows, chunk sizes, eval.stride and eval.scoring may change "
+      "(docs/experiments.md). "
       "The run's own results are left as they are; the variant is stored beside them");
   eval->callback([eval_args] {
     std::vector<EvalVariant> variants;

@@ -19,11 +19,12 @@ Config load_config_with_overrides(const std::string& path,
 /// one ConfigError listing every problem. Implemented in validate.cpp.
 void validate_experiment_config(Config& cfg);
 
-void add_config_command(CLI::App& app);   // config show
-void add_plugins_command(CLI::App& app);  // plugins list
-void add_inspect_command(CLI::App& app);  // inspect position
-void add_model_command(CLI::App& app);    // model summary
-void add_run_commands(CLI::App& app);     // run, train, eval, sweep, report
-void add_analyze_command(CLI::App& app);  // analyze (cmd_analyze.cpp)
+void add_config_command(CLI::App& app);    // config show
+void add_plugins_command(CLI::App& app);   // plugins list
+void add_inspect_command(CLI::App& app);   // inspect position
+void add_model_command(CLI::App& app);     // model summary
+void add_run_commands(CLI::App& app);      // run, train, eval, sweep, report
+void add_analyze_command(CLI::App& app);   // analyze (cmd_analyze.cpp)
+void add_generate_command(CLI::App& app);  // generate (cmd_generate.cpp)
 
 }  // namespace hybridlab::cli

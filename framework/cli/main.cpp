@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   (void)show_version;
 
   hybridlab::cli::add_run_commands(app);
+  hybridlab::cli::add_generate_command(app);
   hybridlab::cli::add_model_command(app);
   hybridlab::cli::add_config_command(app);
   hybridlab::cli::add_plugins_command(app);

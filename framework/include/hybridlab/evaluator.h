@@ -16,10 +16,15 @@ struct LengthResult {
   int64_t examples = 0;
   std::map<std::string, double> metrics;
   std::vector<double> position_loss;  ///< text: mean loss per position bucket (64 buckets at most)
+  /// How the examples were scored: eval_scoring_name(EvalOptions::scoring).
+  std::string scoring = "teacher_forced";
 };
 
 /// Evaluates `model` on `task` at `length` on `examples` examples (batches shrink so that
-/// batch*length <= eval.max_batch_tokens). logits never keep a graph: InferenceMode.
+/// batch*length <= eval.max_batch_tokens), without autograd. eval.scoring selects teacher-forced
+/// scoring (one forward) or generated scoring (each answer span greedily decoded, exact match;
+/// the task's "loss" metric is then left out). Throws UserError when generated scoring meets an
+/// example whose scored positions are not one contiguous span.
 LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
                              int64_t length, int64_t examples);
 

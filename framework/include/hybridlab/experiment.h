@@ -55,6 +55,15 @@ struct EvalVariant {
   Location where;                                       ///< where the variant is written
 };
 
+/// How eval examples are scored. kTeacherForced: one forward pass over the whole example, each
+/// scored position's argmax against its target. kGenerated: the answer span is greedily decoded
+/// from the tokens before it and compared with the reference (exact match), as passkey and RULER
+/// are scored in the literature (Mohtashami & Jaggi 2023; Hsieh et al. 2024).
+enum class EvalScoring { kTeacherForced, kGenerated };
+
+/// The `eval.scoring` spelling of `s` ("teacher_forced", "generated").
+const char* eval_scoring_name(EvalScoring s);
+
 /// `eval:` — the lengths to test and the fixed eval set at each.
 struct EvalOptions {
   std::vector<int64_t> lengths;  ///< tokens; default [task.seq_len]
@@ -68,12 +77,15 @@ struct EvalOptions {
   /// context; stride 1 gives each exactly L - 1 (Press et al. 2022, "Train Short, Test Long",
   /// §4 and App. B). 0 (default): non-overlapping evaluation, every token of the window scored.
   int64_t stride = 0;
+  /// `eval.scoring`: teacher_forced (default) or generated (tasks with Task::answer_span() only).
+  EvalScoring scoring = EvalScoring::kTeacherForced;
   std::vector<EvalVariant> variants;  ///< `eval.variants`, in file order
 };
 
 /// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
 /// settings of the input scheme, of every attention layer or of one layer's override, the
-/// attention window, the Gated DeltaNet chunk size, and `eval.stride` (sliding-window scoring).
+/// attention window, the Gated DeltaNet chunk size, `eval.stride` (sliding-window scoring) and
+/// `eval.scoring` (teacher-forced or generated answers).
 /// Nothing else: other keys change parameter shapes or training. (A scheme with parameters of its
 /// own, e.g. a learned table, is refused later, when the variant's parameters are matched against
 /// the trained ones.)

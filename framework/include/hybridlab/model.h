@@ -29,6 +29,9 @@ struct ModelBuildContext {
 /// LanguageModel::new_cache(); pass to forward(tokens, cache) for prefill and for each step.
 struct DecodeCache {
   virtual ~DecodeCache();
+  /// Bytes held by the cache's tensors (KV caches, recurrent and convolution states, cached
+  /// positions) for all its sequences: the decoding memory beyond the weights. Default 0.
+  virtual int64_t nbytes() const { return 0; }
   int64_t length = 0;  ///< tokens processed so far (the position of the next token)
 };
 

@@ -96,6 +96,14 @@ class Task {
   /// Whether every position is a target (language modelling: text): eval then keeps a
   /// per-position loss curve and may score sliding windows (`eval.stride`).
   virtual bool per_position_curve() const { return false; }
+  /// Whether token ids are bytes (vocab 256 holding text: text, passkey, niah, copy), so a prompt
+  /// and a continuation can be shown as text (`hybridlab generate`). Default: opaque token ids.
+  virtual bool byte_level() const { return false; }
+  /// Whether the scored positions of every example are one contiguous answer span (passkey's key,
+  /// niah's value, a copied string), so the answer can be decoded instead of teacher forced
+  /// (`eval.scoring: generated`). Tasks scoring interleaved positions (MQAR queries) or every
+  /// position (text) return false. Default: false.
+  virtual bool answer_span() const { return false; }
   /// Chance level of each metric: what a model that ignores the context scores (e.g. MQAR
   /// accuracy 1/(V/2), copy token accuracy 1/alphabet, text bits per byte = the unigram entropy
   /// of the training bytes). Metrics left out have no stated chance level. Valid after prepare().

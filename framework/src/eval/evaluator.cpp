@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "eval/generated_scoring.h"
+
 namespace hybridlab {
 
 namespace {
@@ -27,16 +29,23 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
     all_targets.slice(1, 0, length - eval.stride).fill_(kIgnoreIndex);
   }
   ScoreSums sums;
-  for (int64_t i = 0; i < n; i += bs) {
-    const int64_t j = std::min(n, i + bs);
-    const torch::Tensor tokens = set.tokens.slice(0, i, j).to(device);
-    const torch::Tensor targets = all_targets.slice(0, i, j).to(device);
-    score_batch(model.forward(tokens), targets, sums, task.per_position_curve());
+  if (eval.scoring == EvalScoring::kGenerated) {
+    score_generated(model, set, bs, sums);
+  } else {
+    for (int64_t i = 0; i < n; i += bs) {
+      const int64_t j = std::min(n, i + bs);
+      const torch::Tensor tokens = set.tokens.slice(0, i, j).to(device);
+      const torch::Tensor targets = all_targets.slice(0, i, j).to(device);
+      score_batch(model.forward(tokens), targets, sums, task.per_position_curve());
+    }
   }
   LengthResult r;
   r.length = length;
   r.examples = n;
   r.metrics = task.metrics(sums);
+  r.scoring = eval_scoring_name(eval.scoring);
+  // A decoded answer has no teacher-forced likelihood: the loss is not reported for it.
+  if (eval.scoring == EvalScoring::kGenerated) r.metrics.erase("loss");
   if (task.per_position_curve() && !sums.position_count.empty()) {
     // Mean loss per bucket of equal width (at most 64 buckets).
     const int64_t T = static_cast<int64_t>(sums.position_count.size());

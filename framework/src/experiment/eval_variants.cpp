@@ -25,6 +25,7 @@ const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
       {std::regex(R"(model\.overrides\.-?[0-9]+\.window)"), "model.overrides.N.window"},
       {std::regex(R"(model\.overrides\.-?[0-9]+\.chunk_size)"), "model.overrides.N.chunk_size"},
       {std::regex(R"(eval\.stride)"), "eval.stride"},
+      {std::regex(R"(eval\.scoring)"), "eval.scoring"},
   };
   return keys;
 }

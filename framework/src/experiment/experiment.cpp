@@ -62,6 +62,14 @@ TrainOptions read_train_options(Section s) {
   return o;
 }
 
+}  // namespace
+
+const char* eval_scoring_name(EvalScoring s) {
+  return s == EvalScoring::kGenerated ? "generated" : "teacher_forced";
+}
+
+namespace {
+
 EvalOptions read_eval_options(Section s, int64_t seq_len) {
   EvalOptions o;
   o.lengths = s.get<std::vector<int64_t>>("lengths", {seq_len > 0 ? seq_len : 256});
@@ -72,6 +80,16 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   o.examples_during_training =
       s.get<int64_t>("examples_during_training", o.examples_during_training);
   o.stride = s.get<int64_t>("stride", o.stride);
+  const std::string scoring =
+      s.get<std::string>("scoring", eval_scoring_name(EvalScoring::kTeacherForced));
+  if (scoring == eval_scoring_name(EvalScoring::kGenerated)) {
+    o.scoring = EvalScoring::kGenerated;
+  } else if (scoring != eval_scoring_name(EvalScoring::kTeacherForced)) {
+    s.error("scoring", fmt::format("expected teacher_forced (one forward, the reference answer fed "
+                                   "in) or generated (the answer greedily decoded, exact match), "
+                                   "got '{}'",
+                                   scoring));
+  }
   s.check(!o.lengths.empty(), "lengths", "must list at least one length, e.g. [256, 512, 1024]");
   for (int64_t L : o.lengths) s.check(L >= 1, "lengths", fmt::format("length {} must be >= 1", L));
   std::vector<int64_t> sorted = o.lengths;
@@ -292,6 +310,14 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
         "stride", fmt::format("sliding-window evaluation scores language modelling, where every "
                               "token is a target (task text); task {} scores its own positions",
                               e.task->name()));
+  }
+  if (e.task && e.eval.scoring == EvalScoring::kGenerated && !e.task->answer_span()) {
+    root.child("eval").error(
+        "scoring",
+        fmt::format("generated scoring decodes one contiguous answer span per example (tasks "
+                    "passkey, niah, copy, selective_copy); task {} scores {}, use teacher_forced",
+                    e.task->name(),
+                    e.task->per_position_curve() ? "every position" : "separate positions"));
   }
   e.runtime = read_runtime_options(root.child("runtime"));
   if (cfg.errors().empty()) check_sizes(root, e);

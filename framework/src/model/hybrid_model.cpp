@@ -14,6 +14,11 @@ namespace {
 
 struct HybridCache : DecodeCache {
   std::vector<std::unique_ptr<MixerCache>> layers;
+  int64_t nbytes() const override {
+    int64_t n = 0;
+    for (const auto& l : layers) n += l->nbytes();
+    return n;
+  }
 };
 
 int64_t count_parameters(const torch::nn::Module& m) {

@@ -27,6 +27,8 @@ namespace hybridlab {
 /// mixer's forward() reads and updates it in place.
 struct MixerCache {
   virtual ~MixerCache();
+  /// Bytes held by the cache's tensors (0 when empty).
+  virtual int64_t nbytes() const = 0;
 };
 
 /// What `model summary` shows about one mixer.

@@ -83,6 +83,14 @@ std::vector<ReportRow> load_runs(const fs::path& dir) {
   return runs;
 }
 
+// How `results` were scored: "generated" if any length was, "teacher_forced" else.
+std::string scoring_text(const std::vector<LengthResult>& results) {
+  for (const LengthResult& l : results) {
+    if (l.scoring != "teacher_forced") return l.scoring;
+  }
+  return "teacher_forced";
+}
+
 // length -> metric -> value.
 std::map<int64_t, std::map<std::string, double>> metric_table(
     const std::vector<LengthResult>& results) {
@@ -194,7 +202,8 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   files.markdown = (dir / "summary.md").string();
 
   std::vector<report::RunData> data;
-  std::vector<size_t> row_of;  // data index -> runs index
+  std::vector<size_t> row_of;           // data index -> runs index
+  std::vector<std::string> scoring_of;  // data index -> eval.scoring of its results ("" = none)
   // Per-position loss curves of every row of data, by its name.
   std::map<std::string, const std::vector<LengthResult>*> curves;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -203,6 +212,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     if (!res || res->variants.empty()) {
       data.push_back(base);
       row_of.push_back(i);
+      scoring_of.push_back(res ? scoring_text(res->eval) : "");
       if (res) curves[base.name] = &res->eval;
       continue;
     }
@@ -213,10 +223,19 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       d.eval = metric_table(results);
       data.push_back(d);
       row_of.push_back(i);
+      scoring_of.push_back(scoring_text(results));
       curves[d.name] = &results;
     };
     add("trained", res->eval);
     for (const auto& v : res->variants) add(v.name, v.eval);
+  }
+  // Generated and teacher-forced scores of one task are different measurements: when any row was
+  // generated, every row says how it was scored (a label: a column of the CSV, part of the
+  // variant's name in summary.md).
+  if (std::find(scoring_of.begin(), scoring_of.end(), "generated") != scoring_of.end()) {
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (!scoring_of[i].empty()) data[i].labels.emplace_back("scoring", scoring_of[i]);
+    }
   }
   const std::vector<report::VariantCells> groups = report::aggregate_runs(data);
   // Health of each run, by name (the variant holds it per run).

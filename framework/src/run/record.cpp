@@ -55,6 +55,8 @@ json lengths_json(const std::vector<LengthResult>& results) {
   json j = json::object();
   for (const auto& l : results) {
     json m = {{"examples", l.examples}};
+    // Only the non-default scoring is written: teacher-forced results read as before.
+    if (l.scoring != "teacher_forced") m["scoring"] = l.scoring;
     for (const auto& [k, v] : l.metrics) m[k] = v;
     j[std::to_string(l.length)] = m;
   }
@@ -79,6 +81,8 @@ std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::obje
     for (const auto& [k, v] : metrics.items()) {
       if (k == "examples")
         lr.examples = v.get<int64_t>();
+      else if (k == "scoring")
+        lr.scoring = v.get<std::string>();
       else
         lr.metrics[k] = v.get<double>();
     }

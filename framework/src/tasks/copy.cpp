@@ -28,6 +28,8 @@ class CopyTask : public SyntheticTask {
   std::string name() const override { return "copy"; }
   int64_t vocab_size() const override { return 256; }
   int64_t seq_len() const override { return o_.seq_len; }
+  bool byte_level() const override { return true; }
+  bool answer_span() const override { return true; }
   std::string length_problem(int64_t L) const override {
     return short_length_problem(L, 2 * o_.min_len + 3, "`$ s | s .` needs 2*min_len+3 tokens");
   }

@@ -43,6 +43,8 @@ class NiahTask : public SyntheticTask {
   std::string name() const override { return "niah"; }
   int64_t vocab_size() const override { return 256; }
   int64_t seq_len() const override { return o_.seq_len; }
+  bool byte_level() const override { return true; }
+  bool answer_span() const override { return true; }
 
   static std::string needle(int64_t key, int64_t value) {
     return fmt::format("One of the special magic numbers for {} is: {}. ", key_name(key), value);

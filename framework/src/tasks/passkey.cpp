@@ -33,6 +33,8 @@ class PasskeyTask : public SyntheticTask {
   std::string name() const override { return "passkey"; }
   int64_t vocab_size() const override { return 256; }
   int64_t seq_len() const override { return o_.seq_len; }
+  bool byte_level() const override { return true; }
+  bool answer_span() const override { return true; }
   /// Bytes without filler for the longest key.
   int64_t fixed_bytes() const {
     return static_cast<int64_t>(frame(std::to_string(o_.max_key), "", "").size());

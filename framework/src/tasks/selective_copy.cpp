@@ -26,6 +26,7 @@ class SelectiveCopyTask : public SyntheticTask {
   std::string name() const override { return "selective_copy"; }
   int64_t vocab_size() const override { return o_.vocab_size; }
   int64_t seq_len() const override { return o_.seq_len; }
+  bool answer_span() const override { return true; }
   std::string length_problem(int64_t L) const override {
     return short_length_problem(L, 2 * o_.num_tokens + 1,
                                 "num_tokens data tokens, a copy token and num_tokens outputs");

@@ -40,6 +40,7 @@ class TextTask : public Task {
   std::string name() const override { return "text"; }
   int64_t vocab_size() const override { return 256; }
   int64_t seq_len() const override { return o_.seq_len; }
+  bool byte_level() const override { return true; }
   bool higher_is_better() const override { return false; }
   bool per_position_curve() const override { return true; }
   std::string primary_metric() const override { return "bits_per_byte"; }
