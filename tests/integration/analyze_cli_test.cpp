@@ -15,13 +15,12 @@
 
 namespace fs = std::filesystem;
 using clitest::cli;
+using clitest::q;
 using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
 
 namespace {
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // knockouts.csv as rows of cells (no quoted cells in this run's targets but the commas in
 // "layer 1 (attention, rope)": split on the quotes first).

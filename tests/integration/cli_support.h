@@ -46,6 +46,9 @@ struct TempDir {
   }
 };
 
+/// `p` in single quotes, for a shell command line.
+inline std::string q(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});

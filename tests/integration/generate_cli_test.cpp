@@ -15,6 +15,7 @@
 
 namespace fs = std::filesystem;
 using clitest::cli;
+using clitest::q;
 using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
@@ -24,8 +25,6 @@ namespace {
 struct Tmp : clitest::TempDir {
   Tmp() : clitest::TempDir("generatecli") {}
 };
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // The one run folder under `dir` (a folder holding status.json).
 fs::path run_folder(const fs::path& dir) {

@@ -25,6 +25,7 @@
 
 namespace fs = std::filesystem;
 using clitest::cli;
+using clitest::q;
 using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
@@ -112,8 +113,6 @@ void write_experiment(
                          "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n"
                       << extra;
 }
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 }  // namespace
 
