@@ -146,15 +146,14 @@ void chunk_one_head_any(const HeadView<double>& x, int64_t T, int64_t C, int64_t
   chunk_one_head<double>(x, T, C, K, V, scale, w);
 }
 
-// x in dtype dt with unit stride in its last dimension (a copy only where needed).
+}  // namespace
+
+namespace detail {
+
 torch::Tensor rows_unit_stride(const torch::Tensor& x, torch::ScalarType dt) {
   torch::Tensor y = x.to(dt);
   return y.stride(-1) == 1 ? y : y.contiguous();
 }
-
-}  // namespace
-
-namespace detail {
 
 ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in,
                                               const torch::Tensor& v_in, const torch::Tensor& g_in,

@@ -64,6 +64,10 @@ ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q, const torc
                                               const torch::Tensor& h0, int64_t chunk_size,
                                               bool save);
 
+/// x converted to dtype dt with unit stride in its last dimension (a copy only where needed), as
+/// the fused kernels' row pointers require.
+torch::Tensor rows_unit_stride(const torch::Tensor& x, torch::ScalarType dt);
+
 /// Gradients of the fused forward, each in its input's shape and dtype; dh0 is undefined when h0
 /// was.
 struct ChunkCpuGrads {

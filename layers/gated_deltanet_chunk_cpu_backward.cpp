@@ -252,11 +252,6 @@ void backward_one_head_any(const HeadGrad<double>& x, int64_t T, int64_t C, int6
   backward_one_head<double>(x, T, C, K, V, scale, w);
 }
 
-torch::Tensor rows_unit_stride(const torch::Tensor& x, torch::ScalarType dt) {
-  torch::Tensor y = x.to(dt);
-  return y.stride(-1) == 1 ? y : y.contiguous();
-}
-
 }  // namespace
 
 namespace detail {

@@ -20,6 +20,8 @@ using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace analyze_cli_test {
 namespace {
 
 // knockouts.csv as rows of cells (no quoted cells in this run's targets but the commas in
@@ -148,3 +150,5 @@ TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results"
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("holds no checkpoint"));
 }
+
+}  // namespace analyze_cli_test

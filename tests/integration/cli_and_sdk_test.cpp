@@ -15,6 +15,8 @@
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace cli_and_sdk_test {
 namespace {
 struct Result {
   int code;
@@ -142,3 +144,5 @@ TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and l
   CHECK(r.code == 0);
   CHECK_THAT(r.output, Contains("kerple_log") && Contains("logit_bias") && Contains("nope"));
 }
+
+}  // namespace cli_and_sdk_test

@@ -15,6 +15,8 @@
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace config_cli_test {
 namespace {
 struct Result {
   int code;
@@ -191,3 +193,5 @@ TEST_CASE("cli: an unknown dotted override is blamed on the command line", "[cli
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Contains("command line override 'foo.bar=1': foo: unknown key 'foo'"));
 }
+
+}  // namespace config_cli_test

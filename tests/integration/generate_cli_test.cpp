@@ -20,6 +20,8 @@ using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace generate_cli_test {
 namespace {
 
 struct Tmp : clitest::TempDir {
@@ -202,3 +204,5 @@ TEST_CASE("generate cli: token ids in and out for a task that is not bytes", "[g
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("token id -3"));
 }
+
+}  // namespace generate_cli_test

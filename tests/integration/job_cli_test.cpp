@@ -20,6 +20,8 @@ using clitest::cli;
 using clitest::Result;
 using clitest::slurp;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace job_cli_test {
 namespace {
 
 struct Tmp : clitest::TempDir {
@@ -150,3 +152,5 @@ TEST_CASE("job cli: a sweep key that is not a config key names the nearest key",
   REQUIRE(r.code == 2);
   REQUIRE(r.out.find("did you mean 'steps'") != std::string::npos);
 }
+
+}  // namespace job_cli_test

@@ -20,6 +20,8 @@ using clitest::cli;
 using clitest::Result;
 using clitest::slurp;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace report_cli_test {
 namespace {
 
 struct Tmp : clitest::TempDir {
@@ -162,3 +164,5 @@ TEST_CASE("report cli: sweep.tune trains every value and reports the one chosen 
   REQUIRE(slurp(dir / "summary_by_variant.csv").find("best_lr,best_lr_at_edge") !=
           std::string::npos);
 }
+
+}  // namespace report_cli_test

@@ -30,6 +30,8 @@ using clitest::Result;
 using clitest::slurp;
 using json = nlohmann::json;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace runs_cli_test {
 namespace {
 
 // Starts the CLI in the background (output to `log`); `limit_bytes` > 0 caps file sizes.
@@ -316,3 +318,5 @@ TEST_CASE("runs cli: a segfaulting plugin fails its variant only and plugins lis
   CHECK_THAT(list.out, Catch::Contains("Segmentation fault"));
   CHECK_THAT(list.out, Catch::Contains("rope"));
 }
+
+}  // namespace runs_cli_test

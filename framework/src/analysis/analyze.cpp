@@ -26,16 +26,13 @@
 #include "model/hybrid_model.h"
 #include "run/build.h"
 #include "train/progress.h"
+#include "util/clock.h"
 
 namespace hybridlab {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 void check_options(const AnalyzeOptions& o) {
   for (const std::string& k : o.kinds) {

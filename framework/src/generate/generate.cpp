@@ -14,15 +14,12 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/position.h"
+#include "util/clock.h"
 
 namespace hybridlab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Restores the model's training flag however generation ends.
 class EvalModeGuard {

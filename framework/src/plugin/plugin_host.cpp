@@ -113,11 +113,6 @@ std::string not_a_plugin_reason(const fs::path& file) {
   }
 }
 
-struct LoadedPlugin {
-  PluginRecord record;
-  std::shared_ptr<boost::dll::shared_library> lib;
-};
-
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
@@ -125,6 +120,12 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 }  // namespace
+
+// Outside the anonymous namespace: a member of PluginHost::Impl, whose type has external linkage.
+struct LoadedPlugin {
+  PluginRecord record;
+  std::shared_ptr<boost::dll::shared_library> lib;
+};
 
 struct PluginHost::Impl {
   std::vector<std::string> extra_paths;

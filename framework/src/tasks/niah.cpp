@@ -16,11 +16,9 @@
 namespace hybridlab::tasks {
 namespace {
 
-const char* const kIntro =
+const char* const kNiahIntro =
     "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
     "I will quiz you about the numbers afterwards.";
-const char* const kFiller =
-    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
 const char* const kAdjectives[] = {"amber",  "brave",  "calm", "dusty", "eager", "frosty",
                                    "gentle", "hollow", "icy",  "jolly", "kind",  "lucky",
                                    "misty",  "noble",  "odd",  "proud"};
@@ -62,7 +60,7 @@ class NiahTask : public SyntheticTask {
       longest_needle = std::max<int64_t>(longest_needle, needle(k, 1000000).size());
       longest_question = std::max<int64_t>(longest_question, question(k, 1000000).size());
     }
-    return (o_.intro ? static_cast<int64_t>(std::string(kIntro).size()) + 1 : 0) +
+    return (o_.intro ? static_cast<int64_t>(std::string(kNiahIntro).size()) + 1 : 0) +
            o_.num_needles * longest_needle + longest_question;
   }
   std::string length_problem(int64_t L) const override {
@@ -80,14 +78,14 @@ class NiahTask : public SyntheticTask {
     const torch::Tensor asked = torch::randint(0, m, {n}, gen, torch::kLong);
     const torch::Tensor depths = torch::rand({n, m}, gen, torch::kDouble);
     std::string filler;
-    while (static_cast<int64_t>(filler.size()) < L) filler += kFiller;
+    while (static_cast<int64_t>(filler.size()) < L) filler += kHaystackFiller;
     std::vector<std::string> texts(n);
     std::vector<int64_t> begin(n);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t q = asked[i].item<int64_t>();
       const int64_t qk = keys[i][q].item<int64_t>(), qv = values[i][q].item<int64_t>();
       std::vector<std::string> needles(m);
-      int64_t used = o_.intro ? static_cast<int64_t>(std::string(kIntro).size()) + 1 : 0;
+      int64_t used = o_.intro ? static_cast<int64_t>(std::string(kNiahIntro).size()) + 1 : 0;
       for (int64_t j = 0; j < m; ++j) {
         needles[j] = needle(keys[i][j].item<int64_t>(), values[i][j].item<int64_t>());
         used += static_cast<int64_t>(needles[j].size());
@@ -100,7 +98,7 @@ class NiahTask : public SyntheticTask {
       }
       std::sort(cut.begin(), cut.end());
       const std::string hay = filler.substr(0, budget);
-      std::string t = o_.intro ? std::string(kIntro) + "\n" : "";
+      std::string t = o_.intro ? std::string(kNiahIntro) + "\n" : "";
       int64_t at = 0;
       for (int64_t j = 0; j < m; ++j) {
         t += hay.substr(at, cut[j] - at) + needles[j];

@@ -14,11 +14,9 @@
 namespace hybridlab::tasks {
 namespace {
 
-const char* const kIntro =
+const char* const kPasskeyIntro =
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
     "them. I will quiz you about the important information there.";
-const char* const kFiller =
-    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
 const char* const kQuestion = "What is the pass key? The pass key is";
 
 struct PasskeyOptions {
@@ -49,7 +47,7 @@ class PasskeyTask : public SyntheticTask {
   std::string frame(const std::string& key, const std::string& prefix,
                     const std::string& suffix) const {
     std::string t;
-    if (o_.intro) t += std::string(kIntro) + "\n";
+    if (o_.intro) t += std::string(kPasskeyIntro) + "\n";
     t += prefix + "\nThe pass key is " + key + ". Remember it. " + key + " is the pass key.\n" +
          suffix + "\n" + kQuestion + " " + key;
     return t;
@@ -59,7 +57,7 @@ class PasskeyTask : public SyntheticTask {
     const torch::Tensor keys = torch::randint(1, o_.max_key + 1, {n}, gen, torch::kLong);
     const torch::Tensor depth = torch::rand({n}, gen, torch::kDouble);
     std::string filler;
-    while (static_cast<int64_t>(filler.size()) < L) filler += kFiller;
+    while (static_cast<int64_t>(filler.size()) < L) filler += kHaystackFiller;
     std::vector<std::string> texts(n);
     std::vector<int64_t> begin(n);
     for (int64_t i = 0; i < n; ++i) {

@@ -36,6 +36,11 @@ class SyntheticTask : public Task {
   Batch draw(at::Generator& gen, int64_t n, int64_t length, Split split, bool eval_bucket);
 };
 
+/// The repeated distractor sentence of the passkey test (Mohtashami & Jaggi 2023, arXiv
+/// 2305.16300, Appendix), which the needle-in-a-haystack task reuses as its haystack.
+inline constexpr const char* kHaystackFiller =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
+
 /// Bytes of `text` as a [len] int64 tensor.
 torch::Tensor bytes_tensor(const std::string& text);
 

@@ -7,6 +7,8 @@
 using namespace hybridlab;
 using namespace hybridlab::analysis;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace summary_test {
 namespace {
 
 KnockoutResult ko(const std::string& kind, int64_t layer, const std::string& target,
@@ -60,3 +62,5 @@ TEST_CASE("summary: shares of the mixer damage, position, state reset and reach 
   CHECK_THAT(s, Catch::Contains("needs a window of 64 tokens (within 0.01 accuracy)"));
   CHECK(summarize(AnalysisResult{}, 0.01) == "No knock-out was run.");
 }
+
+}  // namespace summary_test

@@ -13,6 +13,8 @@ using hybridlab::Config;
 using hybridlab::ConfigError;
 using hybridlab::Section;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace config_test {
 namespace {
 const std::string kFixtures = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/config/";
 
@@ -182,3 +184,5 @@ TEST_CASE("runtime: threads auto means all cores; cuda absent is a clear error",
     }
   }
 }
+
+}  // namespace config_test

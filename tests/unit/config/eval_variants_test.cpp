@@ -7,6 +7,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace eval_variants_test {
 namespace {
 
 Experiment read(const std::string& variants) {
@@ -75,3 +77,5 @@ TEST_CASE("eval --variant: NAME=KEY=VALUE[,KEY=VALUE], commas inside flow values
   CHECK_THROWS_WITH(parse_eval_variant("a b=model.attention.window=8"), Catch::Contains("NAME"));
   CHECK_THROWS_WITH(parse_eval_variant("x=model.attention.window="), Catch::Contains("empty"));
 }
+
+}  // namespace eval_variants_test

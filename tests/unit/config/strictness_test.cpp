@@ -19,6 +19,8 @@ using hybridlab::Config;
 using hybridlab::ConfigError;
 using hybridlab::Section;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace strictness_test {
 namespace {
 
 std::string error_of(const std::function<void()>& f) {
@@ -302,3 +304,5 @@ TEST_CASE("strict: a corpus path that is a device is refused at task.path", "[co
                                           Contains("'/dev/zero' is not a regular file"));
   }
 }
+
+}  // namespace strictness_test

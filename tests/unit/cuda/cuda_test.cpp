@@ -43,6 +43,8 @@
 using namespace hybridlab;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace cuda_test {
 namespace {
 
 constexpr double kFp32Tol = 1e-4;
@@ -314,3 +316,5 @@ TEST_CASE("cuda: training steps and evaluation of a small hybrid with runtime.de
   CAPTURE(cpu_eval.at("loss"), gpu_eval.at("loss"));
   REQUIRE(std::abs(gpu_eval.at("loss") - cpu_eval.at("loss")) <= 1e-4 * cpu_eval.at("loss"));
 }
+
+}  // namespace cuda_test

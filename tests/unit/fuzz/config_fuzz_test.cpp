@@ -42,6 +42,8 @@
 
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace config_fuzz_test {
 namespace {
 
 double env_number(const char* name, double fallback) {
@@ -416,3 +418,5 @@ TEST_CASE("fuzz: mutated experiment files fail cleanly, never crash or hang", "[
   CHECK(problems.empty());
   CHECK(cases > 0);
 }
+
+}  // namespace config_fuzz_test

@@ -7,6 +7,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace experiment_vocab_test {
 namespace {
 
 std::string config_error(const std::string& yaml) {
@@ -54,3 +56,5 @@ TEST_CASE("an unset model.vocab_size follows the task's vocabulary", "[job]") {
   read_experiment(cfg, false);
   CHECK(cfg.resolved()["model"]["vocab_size"].as<int64_t>() == 1000);
 }
+
+}  // namespace experiment_vocab_test

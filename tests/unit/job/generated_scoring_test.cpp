@@ -15,6 +15,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace generated_scoring_test {
 namespace {
 
 struct OracleCache : DecodeCache {
@@ -178,3 +180,5 @@ TEST_CASE("eval.scoring: generated refused for tasks without one answer span, wi
   CHECK(eval_variant_text(p.eval.variants[0]) == "eval.scoring=generated");
   CHECK(eval_safe_key("eval.scoring"));
 }
+
+}  // namespace generated_scoring_test

@@ -15,6 +15,8 @@ using namespace hybridlab;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace report_test {
 namespace {
 
 void fake_run(const fs::path& dir, const std::string& name, const std::string& scheme,
@@ -88,3 +90,5 @@ TEST_CASE("report: a folder without runs is a UserError", "[job][report]") {
   REQUIRE_THROWS_WITH(write_report(tmp.str() + "/nope", false),
                       Catch::Contains("not a folder of runs"));
 }
+
+}  // namespace report_test

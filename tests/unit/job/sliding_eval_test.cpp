@@ -13,6 +13,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace sliding_eval_test {
 namespace {
 
 Experiment text_experiment(const std::string& eval_yaml) {
@@ -75,3 +77,5 @@ TEST_CASE("sliding-window eval: refused for tasks that score their own positions
                                              Catch::Contains("task mqar"));
   CHECK_THROWS_WITH(text_experiment("{stride: -1}"), Catch::Contains("must be >= 0"));
 }
+
+}  // namespace sliding_eval_test

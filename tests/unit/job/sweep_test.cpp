@@ -12,6 +12,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace sweep_test {
 namespace {
 
 std::vector<std::string> names(const std::vector<Variant>& vs) {
@@ -179,3 +181,5 @@ TEST_CASE("sweep: claims may name the eval length of any variant, not only the b
   CHECK_THROWS_WITH(read(sweep + "  - task-mqar-64-64-8 accuracy at 128 >= 0.5\n"),
                     Catch::Contains("128"));
 }
+
+}  // namespace sweep_test

@@ -14,6 +14,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace tasks_test {
 namespace {
 
 std::shared_ptr<Task> make(const std::string& yaml, const std::string& dir = "") {
@@ -413,3 +415,5 @@ TEST_CASE("score_batch: cross-entropy and accuracies against a hand computation"
   REQUIRE(s.position_count == std::vector<int64_t>{2, 1, 0});
   REQUIRE(s.position_loss_sum[1] == Approx(nll(2, 0, 1)));
 }
+
+}  // namespace tasks_test

@@ -18,6 +18,8 @@
 using namespace hybridlab;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace trainer_test {
 namespace {
 
 Experiment tiny(const std::string& train_yaml) {
@@ -140,3 +142,5 @@ TEST_CASE("divergence: a NaN loss stops with the step and the last good checkpoi
     REQUIRE(msg.find("last good checkpoint is none yet") != std::string::npos);
   }
 }
+
+}  // namespace trainer_test

@@ -12,6 +12,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace validation_split_test {
 namespace {
 
 std::shared_ptr<Task> make(const std::string& yaml) {
@@ -83,3 +85,5 @@ TEST_CASE("validation split: text windows no eval window at any length touches",
   REQUIRE_THROWS_WITH(t->validation_set(64, 8, 0, {64}, 100),
                       Catch::Contains("lower eval.examples"));
 }
+
+}  // namespace validation_split_test

@@ -16,6 +16,8 @@
 using namespace hybridlab;
 using hybridlab::test::max_abs_diff;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace attention_test {
 namespace {
 
 // A scheme exercising every attention-side hook, with simple closed forms the oracle below
@@ -361,3 +363,5 @@ TEST_CASE("attention probe: sees every block's softmax weights, masked, rows sum
   REQUIRE(torch::equal(att.attend(q, k, v, pos, pos, 4, false), with_probe));
   REQUIRE(seen.size() == 3);
 }
+
+}  // namespace attention_test

@@ -24,6 +24,8 @@ using namespace hybridlab;
 using hybridlab::test::err_ratio;
 using hybridlab::test::max_abs_diff;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace gated_deltanet_fused_grad_test {
 namespace {
 
 struct Inputs {
@@ -279,3 +281,5 @@ TEST_CASE("Gated DeltaNet layer: fused and reference kernels give the same param
     REQUIRE(rel_max(fused[i].second, reference[i].second) < 1e-10);
   }
 }
+
+}  // namespace gated_deltanet_fused_grad_test

@@ -18,6 +18,8 @@ using namespace hybridlab;
 using hybridlab::test::err_ratio;
 using hybridlab::test::max_abs_diff;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace gated_deltanet_kernels_test {
 namespace {
 
 struct Inputs {
@@ -419,3 +421,5 @@ TEST_CASE("short conv: causal, zero left padding, SiLU after the conv, cache == 
   // fp32 fused pass against the fp64 reference.
   REQUIRE_TENSORS_CLOSE(short_conv(x.to(torch::kFloat), w.to(torch::kFloat)).y, ref, 1e-5);
 }
+
+}  // namespace gated_deltanet_kernels_test

@@ -14,6 +14,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace gated_deltanet_layer_test {
 namespace {
 GatedDeltaNetOptions small_options() {
   GatedDeltaNetOptions o;
@@ -124,3 +126,5 @@ TEST_CASE("GDN layer: causal (a future token changes no earlier output)", "[gdn]
   REQUIRE_TENSORS_CLOSE(y2.narrow(1, 0, 37), y.narrow(1, 0, 37), 1e-6);
   REQUIRE(hybridlab::test::max_abs_diff(y2.select(1, 37), y.select(1, 37)) > 1e-3);
 }
+
+}  // namespace gated_deltanet_layer_test

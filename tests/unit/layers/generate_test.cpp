@@ -16,6 +16,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace generate_test {
 namespace {
 
 std::shared_ptr<LanguageModel> build(const std::string& yaml, PluginHost& host,
@@ -168,3 +170,5 @@ TEST_CASE("decode cache: attention's K/V bytes grow with the context, Gated Delt
   recurrent->forward(torch::randint(0, 40, {1, 30}), *state);
   CHECK(state->nbytes() == after_10);
 }
+
+}  // namespace generate_test

@@ -23,6 +23,8 @@
 using namespace hybridlab;
 using hybridlab::test::max_abs_diff;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace model_test {
 namespace {
 
 std::shared_ptr<ModelOptions> read_ok(const std::string& yaml) {
@@ -426,3 +428,5 @@ TEST_CASE("model ablation: no input position == the same weights without an inpu
   with->set_ablation(a);
   REQUIRE(torch::equal(with->forward(tokens), without->forward(tokens)));
 }
+
+}  // namespace model_test

@@ -14,6 +14,8 @@ using namespace hybridlab;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace plugin_host_test {
 namespace {
 const std::string kFixtures = std::string(HYBRIDLAB_BINARY_DIR) + "/test-fixtures/";
 
@@ -193,3 +195,5 @@ TEST_CASE("plugins.paths in the YAML are searched relative to the file", "[plugi
   CHECK(path[0] == kFixtures + "throwing");
   CHECK(path[1] == (dir / "local_plugins").string());
 }
+
+}  // namespace plugin_host_test

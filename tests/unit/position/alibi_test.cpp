@@ -7,6 +7,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace alibi_test {
 namespace {
 // -m_h for every head: the bias at distance i - j = 1.
 std::vector<double> negated_slopes(PositionScheme& s) {
@@ -89,3 +91,5 @@ TEST_CASE("alibi: a query tile with an offset and one decoding step match the fu
   // Shifting every position by 1000 changes nothing (relative scheme).
   REQUIRE_TENSORS_CLOSE(alibi->logit_bias(pos + 1000, pos + 1000), full, 0.0);
 }
+
+}  // namespace alibi_test

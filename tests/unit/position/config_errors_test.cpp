@@ -5,6 +5,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace config_errors_test {
 namespace {
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -116,3 +118,5 @@ TEST_CASE("t5 and shaw: ranges", "[position][errors]") {
   REQUIRE(contains(config_error("shaw", "{max_relative_position: 0}", test_context(2, 8)),
                    "position.max_relative_position: must be > 0"));
 }
+
+}  // namespace config_errors_test

@@ -13,6 +13,8 @@ using namespace hybridlab;
 using namespace hybridlab::test;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace inspect_test {
 namespace {
 
 struct Run {
@@ -162,3 +164,5 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   REQUIRE(r.output.find("logit_bias") != std::string::npos);
   REQUIRE(r.output.find("rotate") != std::string::npos);
 }
+
+}  // namespace inspect_test

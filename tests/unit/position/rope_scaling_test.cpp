@@ -10,6 +10,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace rope_scaling_test {
 namespace {
 
 constexpr int64_t kHeadDim = 64, kPairs = 32;
@@ -209,3 +211,5 @@ TEST_CASE("rope scaling: llama3 wavelength bands", "[position][rope]") {
       "high_freq_factor: 4, original_max_position_embeddings: 8192}}",
       16, t, 1.0);
 }
+
+}  // namespace rope_scaling_test

@@ -8,6 +8,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace rope_test {
 namespace {
 // Dot products q_i·k_j for every pair: [B,H,Tq,Tk].
 torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) {
@@ -147,3 +149,5 @@ TEST_CASE("rope: query tiles, decoding steps and grouped keys", "[position][rope
   REQUIRE(bq.scalar_type() == torch::kBFloat16);
   REQUIRE_TENSORS_CLOSE(bq.to(torch::kFloat), fq, 0.05);
 }
+
+}  // namespace rope_test

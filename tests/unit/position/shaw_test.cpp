@@ -9,6 +9,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace shaw_test {
 namespace {
 
 // a_ij = w[clip(j − i, k) + k] as a [Tq, Tk, Dh] tensor, by explicit loops.
@@ -116,3 +118,5 @@ TEST_CASE("learned, shaw and t5 parameters get gradients and go into checkpoints
     }
   }
 }
+
+}  // namespace shaw_test

@@ -8,6 +8,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace sinusoidal_learned_test {
 namespace {
 // PE rows through the embed hook: zero token embeddings plus PE.
 torch::Tensor pe_rows(PositionScheme& s, int64_t d, const torch::Tensor& pos) {
@@ -119,3 +121,5 @@ TEST_CASE("learned: embed adds table rows and past the table clamps or refuses",
   REQUIRE_TENSORS_CLOSE(clamp->embed(x.slice(1, 0, 1), positions({40})), x.slice(1, 0, 1) + w2[15],
                         0.0);
 }
+
+}  // namespace sinusoidal_learned_test

@@ -8,6 +8,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace softmax_test {
 namespace {
 
 // softmax over keys of scores [H,T,T] + bias [H,T,T] with a causal mask.
@@ -66,3 +68,5 @@ TEST_CASE("alibi: -m(i-j) and fairseq's m·j give the same causal softmax", "[po
                                      pos.to(torch::kFloat).view({1, 1, t}).expand({8, t, t});
   REQUIRE_TENSORS_CLOSE(ours, causal_softmax(scores + fairseq_bias), 1e-6);
 }
+
+}  // namespace softmax_test

@@ -7,6 +7,8 @@
 using namespace hybridlab;
 using namespace hybridlab::test;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace t5_test {
 namespace {
 
 // Makes bucket b contribute exactly b on every head, so logit_bias returns the bucket ids.
@@ -142,3 +144,5 @@ TEST_CASE("t5: bias shape, per-head values and sharing across layers", "[positio
   REQUIRE(b.sizes() == torch::IntArrayRef({3, 1, 1}));
   for (int64_t h = 0; h < 3; ++h) REQUIRE(b[h][0][0].item<float>() == w[9][h].item<float>());
 }
+
+}  // namespace t5_test

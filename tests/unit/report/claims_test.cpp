@@ -10,6 +10,8 @@
 
 using namespace hybridlab::report;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace claims_test {
 namespace {
 
 ClaimCatalog catalog() {
@@ -214,3 +216,5 @@ TEST_CASE("claims: holds, fails or inconclusive on the intervals", "[report][cla
   CHECK(p.note == "n=1: no interval");
   CHECK(judge(gr + " accuracy at 64 >= 0.98", single).status == ClaimStatus::kFails);
 }
+
+}  // namespace claims_test

@@ -8,6 +8,8 @@
 
 using namespace hybridlab::report;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace health_test {
 namespace {
 // loss(step) for steps 1..n.
 template <class F>
@@ -109,3 +111,5 @@ TEST_CASE("health: at chance against the task's chance level", "[report][health]
   REQUIRE(h.at_chance);
   REQUIRE(h.text() == "at chance");
 }
+
+}  // namespace health_test

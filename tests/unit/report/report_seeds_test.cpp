@@ -18,6 +18,8 @@ using namespace hybridlab;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace report_seeds_test {
 namespace {
 
 struct FakeRun {
@@ -217,3 +219,5 @@ TEST_CASE("report: eval variants are rows beside the trained setting, aggregated
   CHECK(csv_row(csv, "seed-0_eval-ntk").size() > 3);
   CHECK(csv_row(csv, "seed-1_eval-trained").size() > 3);
 }
+
+}  // namespace report_seeds_test

@@ -19,6 +19,8 @@ std::ostream& operator<<(std::ostream& os, CellRank r) {
 }
 }  // namespace hybridlab::report
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace stats_test {
 namespace {
 Interval iv(double mean, double half, int64_t n = 3) {
   Interval i;
@@ -94,3 +96,5 @@ TEST_CASE("stats: best cell and the cells indistinguishable from it", "[report][
   const auto wide = rank_cells({iv(2.5, 0.1), iv(2.7, 0.15)}, false);  // [2.4,2.6] vs [2.55,2.85]
   REQUIRE(wide == std::vector<CellRank>{CellRank::kBest, CellRank::kIndistinguishable});
 }
+
+}  // namespace stats_test

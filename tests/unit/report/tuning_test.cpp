@@ -11,6 +11,8 @@
 
 using namespace hybridlab::report;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace tuning_test {
 namespace {
 
 const std::vector<std::string> kGrid = {"1e-4", "1e-3", "1e-2"};
@@ -117,3 +119,5 @@ TEST_CASE("tuning: without validation results the first value is kept and says s
   REQUIRE(same[0].variant == "pattern-GG");
   REQUIRE(same[0].chosen.empty());
 }
+
+}  // namespace tuning_test

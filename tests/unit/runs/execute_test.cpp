@@ -16,6 +16,8 @@
 using namespace hybridlab;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace execute_test {
 namespace {
 
 const std::string kTrain =
@@ -181,3 +183,5 @@ TEST_CASE("execute: train.init_from starts a run from another run's trained weig
   const RunFolder c = runstest::prepare_main(c_dir.path, wide);
   CHECK_THROWS_WITH(execute_run_folder(c, quiet()), Catch::Contains("do not fit this model"));
 }
+
+}  // namespace execute_test

@@ -6,6 +6,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace plan_test {
 namespace {
 
 RunRecord folder(RunState state, const char* source) {
@@ -74,3 +76,5 @@ TEST_CASE("run plan: eval variants never retrain; a finished run gets the ones i
   CHECK(plan_run(folder(RunState::kInterrupted, trained), with, false).action ==
         RunAction::kResume);
 }
+
+}  // namespace plan_test

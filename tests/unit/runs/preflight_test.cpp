@@ -9,6 +9,8 @@
 
 using namespace hybridlab;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace preflight_test {
 namespace {
 
 const std::string kSegv =
@@ -51,3 +53,5 @@ TEST_CASE("preflight: a build error is one error naming the run", "[runs][prefli
   const Experiment ok = sweep_over("[nope, alibi]", cfg);
   CHECK(preflight_variants(cfg, expand_sweep(ok.sweep), ok.sweep, "").empty());
 }
+
+}  // namespace preflight_test

@@ -13,6 +13,8 @@
 using namespace hybridlab;
 namespace fs = std::filesystem;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace variant_eval_test {
 namespace {
 
 // A tiny RoPE hybrid trained at 32 and evaluated at 32 and 64; `variants` is the flow map of
@@ -167,3 +169,5 @@ TEST_CASE("eval variants: the pre-flight check builds them, before anything trai
   CHECK_THROWS_WITH(check("{t5: {model.attention.position: {scheme: t5}}}"),
                     Catch::Contains("eval variant 't5'") && Catch::Contains("adds the parameter"));
 }
+
+}  // namespace variant_eval_test
