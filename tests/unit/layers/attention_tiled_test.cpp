@@ -359,6 +359,13 @@ TEST_CASE("attend dispatch: tiled when training at or above the crossover, dense
   att.set_attend_path(AttendPath::kTiled);
   REQUIRE(
       graph_has(att.forward(x.narrow(1, 0, 64), pos.narrow(0, 0, 64), nullptr), "TiledAttention"));
+  // Forced, it also serves evaluation (no graph) with the dense path's values.
+  {
+    c10::InferenceMode guard;
+    const torch::Tensor tiled = att.forward(x, pos, nullptr);
+    att.set_attend_path(AttendPath::kDense);
+    REQUIRE(err_ratio(tiled, att.forward(x, pos, nullptr)) <= 1e-5);
+  }
 
   // With a relative hook the crossover is further out.
   Attention rel(opts(2, 1, 0, true, 8), 16, std::make_shared<ZeroRelative>(), true);
