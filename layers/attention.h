@@ -2,7 +2,9 @@
 // Multi-head attention with grouped-query heads, causal or bidirectional masking, an optional
 // sliding window, optional qk-norm and sigmoid output gate (Qwen3-Next "gated attention"), and the
 // positional-scheme hooks of DESIGN.md §2. Computed by query blocks so a long sequence never
-// materialises a full [H,T,T] score tensor.
+// materialises a full [H,T,T] score tensor; in training, long sequences take the tiled
+// FlashAttention-2 path (layers/attention_tiled.h), so autograd does not keep the softmax weights
+// of every block either.
 //
 // Sources: Vaswani et al. 2017 (scaled dot-product attention, eq. 1); Ainslie et al. 2023 (GQA:
 // query head h reads key/value head h / (n_heads / n_kv_heads)); Qwen3-Next (HF
