@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "hybridlab/error.h"
+#include "layers/attention_tiled.h"
 
 namespace hybridlab {
 
@@ -154,12 +155,44 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
   return o_proj(o.reshape({B, T, n_heads_ * head_dim_}));
 }
 
+bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k,
+                          const torch::Tensor& v) const {
+  if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
+  const auto dtype = q.scalar_type();
+  if ((dtype != torch::kFloat && dtype != torch::kDouble) || k.scalar_type() != dtype ||
+      v.scalar_type() != dtype) {
+    return false;
+  }
+  if (attend_path_ == AttendPath::kTiled) return true;
+  // The crossover was measured on the CPU; other devices keep their fused kernels.
+  const int64_t min_queries =
+      (active_hooks() & kHookRelative) ? kTiledMinQueriesRelative : kTiledMinQueries;
+  if (!q.device().is_cpu() || q.size(2) < min_queries || !torch::GradMode::is_enabled()) {
+    return false;
+  }
+  if (q.requires_grad() || k.requires_grad() || v.requires_grad()) return true;
+  if (active_hooks() & (kHookLogitBias | kHookRelative)) {
+    for (const torch::Tensor& p : scheme_->parameters()) {
+      if (p.requires_grad()) return true;
+    }
+  }
+  return false;
+}
+
 torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_in,
                                 const torch::Tensor& v_in, const torch::Tensor& q_pos,
                                 const torch::Tensor& k_pos, int64_t block_size, bool allow_fused) {
   const int64_t Tq = q.size(2), Tk = k_in.size(2);
   TORCH_CHECK(Tk >= Tq, "Attention::attend: fewer keys (", Tk, ") than queries (", Tq, ")");
   TORCH_CHECK(block_size > 0, "Attention::attend: block_size must be > 0");
+  if (use_tiled(q, k_in, v_in)) {
+    TiledAttentionOptions t;
+    t.causal = opts_.causal;
+    t.window = active_window();
+    t.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+    t.hooks = active_hooks();
+    return tiled_attention(q, k_in, v_in, q_pos, k_pos, scheme_, t);
+  }
   const int64_t groups = n_heads_ / n_kv_heads_;
   // Query head h reads kv head h / groups (repeat_interleave, not tile).
   const torch::Tensor k = groups > 1 ? k_in.repeat_interleave(groups, 1) : k_in;

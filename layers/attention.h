@@ -2,7 +2,9 @@
 // Multi-head attention with grouped-query heads, causal or bidirectional masking, an optional
 // sliding window, optional qk-norm and sigmoid output gate (Qwen3-Next "gated attention"), and the
 // positional-scheme hooks of DESIGN.md §2. Computed by query blocks so a long sequence never
-// materialises a full [H,T,T] score tensor.
+// materialises a full [H,T,T] score tensor; in training, long sequences take the tiled
+// FlashAttention-2 path (layers/attention_tiled.h), so autograd does not keep the softmax weights
+// of every block either.
 //
 // Sources: Vaswani et al. 2017 (scaled dot-product attention, eq. 1); Ainslie et al. 2023 (GQA:
 // query head h reads key/value head h / (n_heads / n_kv_heads)); Qwen3-Next (HF
@@ -61,6 +63,13 @@ struct AttentionAblation {
   int64_t window = 0;
 };
 
+/// Which code attend() runs (Attention::set_attend_path).
+enum class AttendPath {
+  kAuto,   ///< tiled when training at or above Attention::kTiledMinQueries queries, else dense
+  kDense,  ///< the per-query-block path (matmul-mask-softmax, or SDPA where allowed)
+  kTiled,  ///< tiled_attention (layers/attention_tiled.h) for fp32/fp64, with or without autograd
+};
+
 /// Observer of attention weights: called once per query block of each forward with probs
 /// [B,H,bq,bk] (softmax weights, fp32 for fp32 inputs; rows sum to 1), q_pos [bq] and k_pos [bk]
 /// (int64 absolute positions of the block's queries and of the keys its columns belong to).
@@ -92,11 +101,17 @@ class Attention : public Mixer {
   std::unique_ptr<MixerCache> make_cache() const override;
   MixerInfo info(int64_t length) const override;
 
-  /// The attention core, by query blocks of `block_size` (the reference matmul-mask-softmax path
-  /// when `allow_fused` is false or a bias/relative hook is active;
-  /// at::scaled_dot_product_attention per block otherwise, LibTorch >= 2 only). q [B,H,Tq,Dh], k
-  /// and v [B,Hkv,Tk,Dh] (already rotated), q_pos [Tq], k_pos [Tk]; queries are the last Tq keys
-  /// (key index Tk-Tq+i is query i). Returns [B,H,Tq,Dh].
+  /// The attention core. q [B,H,Tq,Dh], k and v [B,Hkv,Tk,Dh] (already rotated), q_pos [Tq],
+  /// k_pos [Tk]; queries are the last Tq keys (key index Tk-Tq+i is query i). Returns [B,H,Tq,Dh].
+  /// Dense path: by query blocks of `block_size` (the reference matmul-mask-softmax path when
+  /// `allow_fused` is false or a bias/relative hook is active; at::scaled_dot_product_attention
+  /// per block otherwise, LibTorch >= 2 only); autograd keeps every block's softmax weights, O(T²)
+  /// memory in training. Tiled path (tiled_attention, O(T·Dh) memory in training): taken with
+  /// AttendPath::kAuto when no probe is set, q, k, v are fp32/fp64 CPU tensors, grad mode is on,
+  /// q, k, v or a parameter of the bias/relative hooks requires grad, and Tq >=
+  /// kTiledMinQueries (kTiledMinQueriesRelative with a relative hook); always with
+  /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Throws c10::Error when
+  /// Tk < Tq or block_size <= 0.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
                        bool allow_fused = true);
@@ -107,6 +122,17 @@ class Attention : public Mixer {
   /// Sets (or, with an empty function, removes) the observer of attention weights. While one is
   /// set, attend() takes the reference (matmul-mask-softmax) path so the weights exist.
   void set_probe(AttentionProbe probe) { probe_ = std::move(probe); }
+  /// Chooses attend()'s path (AttendPath::kAuto by default).
+  void set_attend_path(AttendPath path) { attend_path_ = path; }
+  AttendPath attend_path() const { return attend_path_; }
+  /// Query length from which kAuto trains with the tiled path: below it the dense path's few
+  /// large matmuls are faster than the tiled path's many small ones (bench_attention_train, one
+  /// core, 4 heads of 64: tiled/dense time 1.10 at 128 queries, 0.92 at 256 without hooks, 1.02
+  /// with T5's bias; docs/layers.md).
+  static constexpr int64_t kTiledMinQueries = 256;
+  /// The same with a relative hook (Shaw), whose tiled backward rebuilds each tile under autograd:
+  /// tiled/dense 1.28 at 2048 queries, 1.50 at 3072, 0.43 at 4096.
+  static constexpr int64_t kTiledMinQueriesRelative = 4096;
 
   const AttentionOptions& options() const { return opts_; }
   const std::shared_ptr<PositionScheme>& scheme() const { return scheme_; }
@@ -121,6 +147,9 @@ class Attention : public Mixer {
   std::shared_ptr<PositionScheme> scheme_;
   AttentionAblation ablation_;
   AttentionProbe probe_;
+  AttendPath attend_path_ = AttendPath::kAuto;
+  /// Whether attend() takes the tiled path for these inputs (see attend()).
+  bool use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
   /// The positional hooks and the window in effect (the trained ones unless ablated).
   uint32_t active_hooks() const { return ablation_.no_position ? 0u : hooks_; }
   int64_t active_window() const;

@@ -1,0 +1,187 @@
+// Training cost of attention, the dense per-block path against the tiled FlashAttention-2 path
+// (layers/attention_tiled.h): d_model 256, 4 heads of 64, causal, batch 1, fp32, one core.
+//
+// BM_AttentionTrainTime/T/scheme: forward + backward of the whole layer (x requires grad) by each
+//   path; BM_AttendTrainTime/T/scheme: the same for Attention::attend alone (q, k, v require
+//   grad), the figures the crossovers Attention::kTiledMinQueries(Relative) come from (scheme 0
+//   nope, 1 t5, 2 shaw, from the build tree's plugins). Both paths are timed in interleaved
+//   rounds, each keeping its best call (a shared machine's other tenants come and go for seconds),
+//   and reported as counters dense_ms, tiled_ms and tiled_over_dense.
+// BM_TileSweep/tile_q/tile_k: attend's tiled forward + backward at T = 2048 for tile shapes.
+// BM_AttentionTrainMemory/path/level/T (path 0 dense, 1 tiled; level 0 attend, 1 layer): the heap
+//   bytes the autograd graph holds after the forward (glibc mallinfo2, in use after minus before,
+//   the leaves already allocated: the saved tensors and the output) and the process's peak RSS
+//   (VmHWM) after the backward, with the RSS before. VmHWM is per process: run one case per
+//   process (--benchmark_filter) for a clean figure.
+
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hybridlab/config.h"
+#include "hybridlab/plugin_host.h"
+#include "hybridlab/position.h"
+#include "layers/attention.h"
+#include "layers/attention_tiled.h"
+
+namespace {
+
+using hybridlab::AttendPath;
+using hybridlab::Attention;
+
+constexpr int64_t kDModel = 256, kHeads = 4, kHeadDim = 64;
+
+// The positional schemes the timings cover: none, a learned logit bias, relative tables.
+const char* const kSchemes[] = {"nope", "t5", "shaw"};
+
+std::shared_ptr<Attention> make_layer(int scheme_index = 0) {
+  hybridlab::AttentionOptions o;
+  o.n_heads = kHeads;
+  o.head_dim = kHeadDim;
+  static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
+  hybridlab::PositionContext ctx;
+  ctx.d_model = kDModel;
+  ctx.n_heads = kHeads;
+  ctx.n_kv_heads = kHeads;
+  ctx.head_dim = kHeadDim;
+  hybridlab::Config cfg = hybridlab::Config::parse("{}", "attention_train.yaml");
+  hybridlab::Section params = cfg.root();
+  return std::make_shared<Attention>(o, kDModel, host.create(kSchemes[scheme_index], params, ctx),
+                                     true);
+}
+
+double peak_rss_gib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1024.0 * 1024.0);
+  }
+  return 0;
+}
+
+// Heap bytes in use (small blocks and mmapped ones).
+double heap_in_use_mib() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd) / (1024.0 * 1024.0);
+}
+
+// The leaves of one training step at length T: level 0 q, k, v [1,H,T,Dh] for attend(); level 1
+// x [1,T,d_model] for the layer.
+std::vector<torch::Tensor> make_leaves(int64_t T, int level) {
+  if (level == 1) return {torch::randn({1, T, kDModel}).requires_grad_()};
+  return {torch::randn({1, kHeads, T, kHeadDim}).requires_grad_(),
+          torch::randn({1, kHeads, T, kHeadDim}).requires_grad_(),
+          torch::randn({1, kHeads, T, kHeadDim}).requires_grad_()};
+}
+
+// One training step's attention work on `leaves` (make_leaves). `between` runs after the forward,
+// before the backward (while the graph is alive).
+void train_step(Attention& att, const std::vector<torch::Tensor>& leaves,
+                const std::function<void()>& between = {}) {
+  const int64_t T = leaves[0].size(leaves.size() == 1 ? 1 : 2);
+  const torch::Tensor pos = torch::arange(T);
+  const torch::Tensor out = leaves.size() == 1 ? att.forward(leaves[0], pos, nullptr)
+                                               : att.attend(leaves[0], leaves[1], leaves[2], pos,
+                                                            pos, att.options().block_size);
+  if (between) between();
+  out.backward(torch::ones_like(out));
+  benchmark::DoNotOptimize(leaves[0].grad().data_ptr());
+}
+
+// Times dense and tiled in interleaved rounds; best call of each, in ms.
+void time_paths(benchmark::State& state, int level) {
+  const int64_t T = state.range(0);
+  torch::manual_seed(0);
+  auto att = make_layer(static_cast<int>(state.range(1)));
+  state.SetLabel(kSchemes[state.range(1)]);
+  const int rounds = T >= 8192 ? 3 : (T >= 2048 ? 5 : 10);
+  double best[2] = {1e30, 1e30};
+  auto once = [&](AttendPath path) {
+    att->set_attend_path(path);
+    const std::vector<torch::Tensor> leaves = make_leaves(T, level);
+    const auto start = std::chrono::steady_clock::now();
+    train_step(*att, leaves);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  for (auto _ : state) {
+    once(AttendPath::kDense);  // warm-up
+    once(AttendPath::kTiled);
+    for (int r = 0; r < rounds; ++r) {
+      best[0] = std::min(best[0], once(AttendPath::kDense));
+      best[1] = std::min(best[1], once(AttendPath::kTiled));
+    }
+  }
+  state.counters["dense_ms"] = best[0];
+  state.counters["tiled_ms"] = best[1];
+  state.counters["tiled_over_dense"] = best[1] / best[0];
+}
+
+void BM_AttentionTrainTime(benchmark::State& state) { time_paths(state, 1); }
+void BM_AttendTrainTime(benchmark::State& state) { time_paths(state, 0); }
+
+void BM_TileSweep(benchmark::State& state) {
+  const int64_t T = 2048;
+  torch::manual_seed(0);
+  const torch::Tensor q = torch::randn({1, kHeads, T, kHeadDim}).requires_grad_();
+  const torch::Tensor k = torch::randn({1, kHeads, T, kHeadDim}).requires_grad_();
+  const torch::Tensor v = torch::randn({1, kHeads, T, kHeadDim}).requires_grad_();
+  const torch::Tensor pos = torch::arange(T);
+  hybridlab::TiledAttentionOptions t;
+  t.tile_q = state.range(0);
+  t.tile_k = state.range(1);
+  for (auto _ : state) {
+    const torch::Tensor out = hybridlab::tiled_attention(q, k, v, pos, pos, nullptr, t);
+    out.backward(torch::ones_like(out));
+  }
+}
+
+void BM_AttentionTrainMemory(benchmark::State& state) {
+  const AttendPath path = state.range(0) == 0 ? AttendPath::kDense : AttendPath::kTiled;
+  const int level = static_cast<int>(state.range(1));
+  const int64_t T = state.range(2);
+  torch::manual_seed(0);
+  auto att = make_layer();
+  att->set_attend_path(path);
+  double graph_mib = 0;
+  const double rss_before = peak_rss_gib();
+  for (auto _ : state) {
+    const std::vector<torch::Tensor> leaves = make_leaves(T, level);
+    const double before = heap_in_use_mib();
+    train_step(*att, leaves, [&] { graph_mib = heap_in_use_mib() - before; });
+  }
+  state.counters["graph_MiB"] = graph_mib;
+  state.counters["peak_rss_GiB"] = peak_rss_gib();
+  state.counters["rss_before_GiB"] = rss_before;
+}
+
+}  // namespace
+
+BENCHMARK(BM_AttendTrainTime)
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+// The relative hook's tiled backward is a per-tile autograd call: its crossover lies further out.
+BENCHMARK(BM_AttendTrainTime)
+    ->ArgsProduct({{3072, 4096}, {2}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionTrainTime)
+    ->ArgsProduct({{512, 2048, 8192}, {0}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TileSweep)
+    ->ArgsProduct({{64, 128, 256}, {64, 128, 256}})
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionTrainMemory)
+    ->ArgsProduct({{1, 0}, {0, 1}, {8192}})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
