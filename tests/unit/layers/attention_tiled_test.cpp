@@ -25,6 +25,8 @@ using namespace hybridlab;
 using hybridlab::test::err_ratio;
 using hybridlab::test::numeric_grad;
 
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace attention_tiled_test {
 namespace {
 
 class NoScheme : public PositionScheme {
@@ -399,3 +401,5 @@ TEST_CASE("tiled attention: bad arguments are refused", "[attention_tiled]") {
   REQUIRE_THROWS_WITH(tiled_attention(q, q, q, pos, pos, nullptr, t),
                       Catch::Contains("needs its scheme"));
 }
+
+}  // namespace attention_tiled_test
