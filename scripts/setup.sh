@@ -63,6 +63,8 @@ step "configuring the Release build in ${build_dir}"
 werror=OFF
 if [ "${CI:-}" = true ]; then werror=ON; fi
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+# Paths under the checkout are hashed relative to it, so clones at other paths share the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYBRIDLAB_WERROR="$werror" >/dev/null
 step "building (ninja; the first build takes a few minutes)"
 start=$(date +%s)
