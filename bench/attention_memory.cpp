@@ -9,21 +9,12 @@
 #include <fstream>
 #include <string>
 
+#include "bench/support/peak_rss.h"
 #include "hybridlab/config.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 
 namespace {
-
-// VmHWM (peak resident set) of this process in GiB, 0 if unreadable.
-double peak_rss_gib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1024.0 * 1024.0);
-  }
-  return 0;
-}
 
 void BM_AttentionPeakRss(benchmark::State& state) {
   const int64_t T = state.range(0);
@@ -37,12 +28,12 @@ void BM_AttentionPeakRss(benchmark::State& state) {
   auto model = hybridlab::build_model(*opts, host, {T, T});
   model->eval();
   const torch::Tensor tokens = torch::randint(0, 256, {1, T});
-  const double before = peak_rss_gib();
+  const double before = hybridlab::bench::peak_rss_gib();
   for (auto _ : state) {
     c10::InferenceMode guard;
     benchmark::DoNotOptimize(model->forward(tokens));
   }
-  state.counters["peak_rss_GiB"] = peak_rss_gib();
+  state.counters["peak_rss_GiB"] = hybridlab::bench::peak_rss_gib();
   state.counters["rss_before_GiB"] = before;
   state.counters["full_scores_would_be_GiB"] =
       4.0 * 4 * static_cast<double>(T) * T / (1024.0 * 1024 * 1024);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/support/peak_rss.h"
 #include "hybridlab/config.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
@@ -55,15 +56,6 @@ std::shared_ptr<Attention> make_layer(int scheme_index = 0) {
   hybridlab::Section params = cfg.root();
   return std::make_shared<Attention>(o, kDModel, host.create(kSchemes[scheme_index], params, ctx),
                                      true);
-}
-
-double peak_rss_gib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1024.0 * 1024.0);
-  }
-  return 0;
 }
 
 // Heap bytes in use (small blocks and mmapped ones).
@@ -151,14 +143,14 @@ void BM_AttentionTrainMemory(benchmark::State& state) {
   auto att = make_layer();
   att->set_attend_path(path);
   double graph_mib = 0;
-  const double rss_before = peak_rss_gib();
+  const double rss_before = hybridlab::bench::peak_rss_gib();
   for (auto _ : state) {
     const std::vector<torch::Tensor> leaves = make_leaves(T, level);
     const double before = heap_in_use_mib();
     train_step(*att, leaves, [&] { graph_mib = heap_in_use_mib() - before; });
   }
   state.counters["graph_MiB"] = graph_mib;
-  state.counters["peak_rss_GiB"] = peak_rss_gib();
+  state.counters["peak_rss_GiB"] = hybridlab::bench::peak_rss_gib();
   state.counters["rss_before_GiB"] = rss_before;
 }
 
