@@ -220,14 +220,7 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     const torch::Tensor vb = v.narrow(2, k_begin, k_end - k_begin);
     const torch::Tensor qpb = q_pos.narrow(0, q0, q1 - q0);
     const torch::Tensor kpb = k_pos.narrow(0, k_begin, k_end - k_begin);
-    // visible[i,j]: 0 <= qpos_i - kpos_j < W (causal) or |qpos_i - kpos_j| < W.
-    const torch::Tensor diff = qpb.unsqueeze(1) - kpb.unsqueeze(0);  // [bq,bk]
-    torch::Tensor visible;
-    if (causal) visible = diff.ge(0);
-    if (W > 0) {
-      const torch::Tensor in_window = diff.abs().lt(W);
-      visible = visible.defined() ? visible.logical_and(in_window) : in_window;
-    }
+    const torch::Tensor visible = visible_pairs(qpb, kpb, causal, W);
 
 #if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
     if (allow_fused && !need_scores) {

@@ -89,13 +89,7 @@ torch::Tensor bias_grad_from_rows(const torch::Tensor& ds, const Geometry& g, in
 
 // [bq·G, bk] bool, true where the pair is hidden: attend's rule on the tile's positions.
 torch::Tensor hidden_mask(const Geometry& g, const torch::Tensor& qp, const torch::Tensor& kp) {
-  const torch::Tensor diff = qp.unsqueeze(1) - kp.unsqueeze(0);  // [bq,bk]
-  torch::Tensor visible;
-  if (g.causal) visible = diff.ge(0);
-  if (g.window > 0) {
-    const torch::Tensor in_window = diff.abs().lt(g.window);
-    visible = visible.defined() ? visible.logical_and(in_window) : in_window;
-  }
+  const torch::Tensor visible = visible_pairs(qp, kp, g.causal, g.window);
   // A partial tile exists only with a causal mask or a window, so `visible` is defined.
   const int64_t bq = qp.size(0), bk = kp.size(0);
   return visible.logical_not().unsqueeze(1).expand({bq, g.G, bk}).reshape({bq * g.G, bk});
@@ -385,6 +379,18 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
 };
 
 }  // namespace
+
+torch::Tensor visible_pairs(const torch::Tensor& q_pos, const torch::Tensor& k_pos, bool causal,
+                            int64_t window) {
+  const torch::Tensor diff = q_pos.unsqueeze(1) - k_pos.unsqueeze(0);  // [bq,bk]
+  torch::Tensor visible;
+  if (causal) visible = diff.ge(0);
+  if (window > 0) {
+    const torch::Tensor in_window = diff.abs().lt(window);
+    visible = visible.defined() ? visible.logical_and(in_window) : in_window;
+  }
+  return visible;
+}
 
 torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& q_pos,

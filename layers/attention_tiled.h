@@ -20,6 +20,13 @@
 
 namespace hybridlab {
 
+/// The attention mask of queries at q_pos [bq] against keys at k_pos [bk] (int64): [bq,bk] bool,
+/// true where the pair is visible, i.e. 0 <= q_pos_i - k_pos_j (causal) and |q_pos_i - k_pos_j| <
+/// window (window > 0). Undefined when neither applies (every pair visible). One rule for the
+/// dense and the tiled attention paths.
+torch::Tensor visible_pairs(const torch::Tensor& q_pos, const torch::Tensor& k_pos, bool causal,
+                            int64_t window);
+
 /// Settings of one tiled attention call.
 struct TiledAttentionOptions {
   bool causal = true;    ///< causal (decoder) or bidirectional masking
