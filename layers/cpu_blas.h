@@ -31,7 +31,8 @@ void trmm_unit_lower(int64_t m, int64_t n, const S* l, int64_t ldl, S* b, int64_
 /// Gated DeltaNet's time went to their spin-waits), and the kernel spreads its heads over
 /// LibTorch's threads itself. OpenBLAS's thread count is process-wide, so BLAS calls elsewhere
 /// during the guard's lifetime also run single-threaded; the previous count comes back on
-/// destruction. A no-op for other BLAS libraries. Never throws.
+/// destruction. A no-op for other BLAS libraries and for an OpenMP OpenBLAS, which already runs
+/// single-threaded inside LibTorch's parallel regions. Never throws.
 class SingleThreadedBlas {
  public:
   SingleThreadedBlas();

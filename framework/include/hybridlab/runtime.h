@@ -72,6 +72,26 @@ bool set_blas_threads(int threads);
 /// OpenBLAS's current thread count; 0 when the BLAS is not OpenBLAS.
 int blas_threads();
 
+/// How the BLAS library LibTorch calls runs its own threads.
+enum class BlasThreading {
+  kUnknown,     ///< not OpenBLAS (MKL, BLIS, reference BLAS): not known here
+  kSequential,  ///< OpenBLAS built without threads (libopenblas0-serial)
+  kPthreads,    ///< OpenBLAS with its own pthread pool (libopenblas0-pthread)
+  kOpenMP,      ///< OpenBLAS on the OpenMP runtime LibTorch uses (libopenblas0-openmp)
+};
+
+/// The threading of the OpenBLAS in this process (openblas_get_parallel(): 0, 1, 2); kUnknown for
+/// other BLAS libraries. It decides whether two intra-op threads help: a pthreads OpenBLAS keeps
+/// its own worker threads spinning after each call, and on a machine with as many cores as
+/// threads they compete with LibTorch's OpenMP workers for the same cores (measured on 2 cores:
+/// a training step with 2 threads ran at 0.51x the speed of 1). An OpenMP OpenBLAS shares
+/// LibTorch's OpenMP pool and runs single-threaded inside LibTorch's parallel regions. Never
+/// throws.
+BlasThreading blas_threading();
+
+/// "OpenMP", "pthreads", "sequential" or "unknown", for messages.
+const char* blas_threading_name(BlasThreading t);
+
 /// Both of the above: the process-wide CPU settings every hybridlab program starts with (the CLI,
 /// the test and bench mains, apply_runtime). Call at startup, before tensor work on other threads.
 void prepare_process();

@@ -116,6 +116,36 @@ int blas_threads() {
   return get ? get() : 0;
 }
 
+BlasThreading blas_threading() {
+  using GetParallel = int (*)();
+  static const auto get = openblas_symbol<GetParallel>("openblas_get_parallel");
+  if (!get) return BlasThreading::kUnknown;
+  switch (get()) {
+    case 0:
+      return BlasThreading::kSequential;
+    case 1:
+      return BlasThreading::kPthreads;
+    case 2:
+      return BlasThreading::kOpenMP;
+    default:
+      return BlasThreading::kUnknown;
+  }
+}
+
+const char* blas_threading_name(BlasThreading t) {
+  switch (t) {
+    case BlasThreading::kSequential:
+      return "sequential";
+    case BlasThreading::kPthreads:
+      return "pthreads";
+    case BlasThreading::kOpenMP:
+      return "OpenMP";
+    case BlasThreading::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 void prepare_process() {
   select_blas_kernels();
   keep_freed_memory_in_heap();

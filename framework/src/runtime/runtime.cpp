@@ -6,7 +6,9 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <thread>
@@ -76,6 +78,17 @@ void apply_runtime(const RuntimeOptions& opts) {
   const int threads = opts.threads > 0 ? opts.threads : hardware_threads();
   at::set_num_threads(threads);
   set_blas_threads(threads);
+  if (threads > 1 && blas_threading() == BlasThreading::kPthreads) {
+    static std::once_flag warned;
+    std::call_once(warned, [threads] {
+      std::fprintf(stderr,
+                   "hybridlab: warning: runtime.threads is %d but OpenBLAS runs its own pthread "
+                   "pool, which competes with LibTorch's threads for the cores (2 threads can be "
+                   "slower than 1). Select the OpenMP OpenBLAS (scripts/setup.sh does), or use "
+                   "threads: 1 and --jobs N.\n",
+                   threads);
+    });
+  }
   if (opts.interop_threads > 0) {
     // May only be set once per process and before inter-op work: ignore a repeated call.
     try {
@@ -107,11 +120,11 @@ std::string blas_backend() {
   for (const auto& l : libs) {
     std::string kind = "BLAS";
     if (l.find("openblas") != std::string::npos) {
-      kind = l.find("pthread") != std::string::npos ? "OpenBLAS (pthreads)" : "OpenBLAS";
+      kind = std::string("OpenBLAS (") + blas_threading_name(blas_threading()) + ")";
     } else if (l.find("mkl") != std::string::npos) {
       kind = "MKL";
     } else if (l.find("/blas/") != std::string::npos) {
-      kind = "reference BLAS (slow: apt-get install libopenblas0-pthread)";
+      kind = "reference BLAS (slow: apt-get install libopenblas0-openmp)";
     }
     out += (out.empty() ? "" : "; ") + kind + " " + l;
   }

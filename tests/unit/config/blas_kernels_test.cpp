@@ -56,3 +56,22 @@ TEST_CASE("BLAS kernels: sgemm, batched gemm and the triangular solve match doub
   const torch::Tensor back = X + torch::bmm(L, X);  // (I + strictly-lower L) X
   CHECK((back - y).abs().max().item<double>() < 1e-3);
 }
+
+TEST_CASE("BLAS threading: OpenBLAS's own report agrees with the library mapped", "[runtime]") {
+  const std::string backend = hybridlab::blas_backend();
+  const hybridlab::BlasThreading t = hybridlab::blas_threading();
+  INFO("backend '" << backend << "', threading " << hybridlab::blas_threading_name(t));
+  // Debian installs each OpenBLAS flavour in a folder named after its threading.
+  if (backend.find("openblas-openmp") != std::string::npos) {
+    CHECK(t == hybridlab::BlasThreading::kOpenMP);
+  } else if (backend.find("openblas-pthread") != std::string::npos) {
+    CHECK(t == hybridlab::BlasThreading::kPthreads);
+  } else if (backend.find("openblas-serial") != std::string::npos) {
+    CHECK(t == hybridlab::BlasThreading::kSequential);
+  } else if (backend.find("openblas") == std::string::npos) {
+    CHECK(t == hybridlab::BlasThreading::kUnknown);
+    return;
+  }
+  CHECK_THAT(backend, Catch::Matchers::Contains(std::string("OpenBLAS (") +
+                                                hybridlab::blas_threading_name(t) + ")"));
+}
