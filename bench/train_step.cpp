@@ -6,8 +6,9 @@
 //   build/bin/bench_train_step            (counters: tokens_per_s, outside_share)
 //
 // BM_TrainStepS and BM_TrainStepM train two fixed models on synthetic text through the same
-// trainer, once with the fused CPU kernels and once with `gated_deltanet.fused_kernels: false`
-// (the LibTorch tensor form), in interleaved rounds keeping each side's best run:
+// trainer, once with the fused CPU kernels and once with `fused_kernels: false` in the model and
+// in its Gated DeltaNet layers (the LibTorch tensor forms), in interleaved rounds keeping each
+// side's best run:
 //   S: d_model 64, GGGA, 2 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 1, SwiGLU 192,
 //      batch 8 × 128
 //   M: d_model 128, GGGA × 2, 4 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 2, SwiGLU 512,
@@ -122,8 +123,11 @@ const StepConfig kConfigM{
 // One training run of `steps` steps; returns {tokens/s, forward FLOPs per token}.
 std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::path& corpus,
                                      int round) {
-  std::string model = c.model;  // the unfused run: the Gated DeltaNet layers' reference form
-  if (!fused) model.insert(model.rfind("chunk_size"), "fused_kernels: false, ");
+  std::string model = c.model;  // the unfused run: every layer in its reference form
+  if (!fused) {
+    model.insert(model.rfind("chunk_size"), "fused_kernels: false, ");
+    model.insert(1, "fused_kernels: false, ");
+  }
   const std::string yaml = "model: " + model +
                            "\ntask: {name: text, seq_len: " + std::to_string(c.seq_len) +
                            ", path: '" + corpus.string() +

@@ -86,7 +86,8 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
           .exp()
           .clamp_min(1e-4);
   dt_bias = register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));  // softplus⁻¹
-  o_norm = register_module("o_norm", std::make_shared<GatedRMSNorm>(v_dim_, opts_.norm_eps));
+  o_norm = register_module(
+      "o_norm", std::make_shared<GatedRMSNorm>(v_dim_, opts_.norm_eps, opts_.fused_kernels));
 }
 
 int64_t GatedDeltaNetCache::nbytes() const {

@@ -33,7 +33,8 @@ struct GatedDeltaNetOptions {
   std::string mode = "chunk";  ///< kernel for whole sequences: "chunk" or "recurrent" (oracle)
   double norm_eps = 1e-5;      ///< eps of the gated output RMSNorm (fla, NVlabs)
   /// Fused CPU kernels for the chunked rule (chunk_gated_delta_rule's `fused`, forward and
-  /// backward); false runs the LibTorch tensor form everywhere, the reference path.
+  /// backward) and the gated output norm in training; false runs the LibTorch tensor form
+  /// everywhere, the reference path.
   bool fused_kernels = true;
 };
 

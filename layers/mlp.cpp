@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "layers/cpu_vector.h"
+
 namespace hybridlab {
 
 MlpOptions read_mlp_options(Section s) {
@@ -22,7 +24,8 @@ int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model) {
   return (raw + m - 1) / m * m;
 }
 
-SwiGLU::SwiGLU(int64_t d_model, int64_t hidden) : hidden_(hidden) {
+SwiGLU::SwiGLU(int64_t d_model, int64_t hidden, bool fused_kernels)
+    : hidden_(hidden), fused_kernels_(fused_kernels) {
   using torch::nn::LinearOptions;
   gate_proj =
       register_module("gate_proj", torch::nn::Linear(LinearOptions(d_model, hidden).bias(false)));
@@ -33,7 +36,11 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t hidden) : hidden_(hidden) {
 }
 
 torch::Tensor SwiGLU::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  const torch::Tensor a = gate_proj(x), b = up_proj(x);
+  if (fused_kernels_ && cpu::cpu_floating({a, b}) && cpu::grad_needed({a, b})) {
+    return down_proj(swiglu_fused_cpu(a, b));
+  }
+  return down_proj(torch::silu(a) * b);
 }
 
 }  // namespace hybridlab

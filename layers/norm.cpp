@@ -68,7 +68,8 @@ torch::Tensor rms_normalize(const torch::Tensor& x, double eps) {
 }
 }  // namespace
 
-RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+RMSNorm::RMSNorm(int64_t dim, double eps, bool fused_kernels)
+    : dim_(dim), eps_(eps), fused_kernels_(fused_kernels) {
   TORCH_CHECK(dim > 0, "RMSNorm: dim must be > 0, got ", dim);
   weight = register_parameter("weight", torch::ones({dim}));
 }
@@ -76,10 +77,14 @@ RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
 torch::Tensor RMSNorm::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.size(-1) == dim_, "RMSNorm: expected last dim ", dim_, ", got ", x.sizes());
   if (torch::Tensor fused = fused_rms_norm(x, weight, {}, eps_); fused.defined()) return fused;
+  if (fused_kernels_ && cpu::cpu_floating({x, weight})) {
+    return rms_norm_fused_cpu(x, weight, {}, eps_);
+  }
   return (rms_normalize(x, eps_) * weight).to(x.scalar_type());
 }
 
-GatedRMSNorm::GatedRMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+GatedRMSNorm::GatedRMSNorm(int64_t dim, double eps, bool fused_kernels)
+    : dim_(dim), eps_(eps), fused_kernels_(fused_kernels) {
   TORCH_CHECK(dim > 0, "GatedRMSNorm: dim must be > 0, got ", dim);
   weight = register_parameter("weight", torch::ones({dim}));
 }
@@ -90,6 +95,9 @@ torch::Tensor GatedRMSNorm::forward(const torch::Tensor& x, const torch::Tensor&
   if (!cpu::grad_needed({x, z, weight}) && cpu::cpu_floating({x, z})) {
     const torch::Tensor gate = torch::silu(z.to(x.scalar_type()));
     if (torch::Tensor fused = fused_rms_norm(x, weight, gate, eps_); fused.defined()) return fused;
+  }
+  if (fused_kernels_ && cpu::cpu_floating({x, z, weight})) {
+    return rms_norm_fused_cpu(x, weight, z, eps_);
   }
   const torch::Tensor n = rms_normalize(x, eps_) * weight;
   const torch::Tensor zf = z.scalar_type() == torch::kDouble ? z : z.to(torch::kFloat);

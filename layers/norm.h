@@ -12,13 +12,15 @@ namespace hybridlab {
 
 /// y = x / sqrt(mean(x², last dim) + eps) · weight. The statistics are computed in fp32 whatever
 /// the input dtype; the result has the input dtype. weight [dim] is initialised to ones (not
-/// zero-centred). When no gradient is needed (cpu::grad_needed) and the tensors are fp32/fp64 on
-/// the CPU, forward runs a fused pass (row norms from LibTorch, one elementwise loop), equal to
-/// the tensor form to rounding.
+/// zero-centred). For fp32/fp64 CPU tensors, forward runs fused CPU passes (equal to the tensor
+/// form to rounding): without gradients a forward-only pass (row norms from LibTorch, one
+/// elementwise loop), with gradients rms_norm_fused_cpu; otherwise (another device, or
+/// fused_kernels false) the LibTorch tensor form.
 class RMSNorm : public torch::nn::Module {
  public:
-  /// dim: size of the last dimension; eps: added inside the square root.
-  RMSNorm(int64_t dim, double eps);
+  /// dim: size of the last dimension; eps: added inside the square root; fused_kernels: false
+  /// keeps the tensor form in training (the reference for tests and benches).
+  RMSNorm(int64_t dim, double eps, bool fused_kernels = true);
   /// x [..., dim] → [..., dim]. Throws c10::Error if the last dimension is not `dim`.
   torch::Tensor forward(const torch::Tensor& x);
   int64_t dim() const { return dim_; }
@@ -28,14 +30,16 @@ class RMSNorm : public torch::nn::Module {
  private:
   int64_t dim_;
   double eps_;
+  bool fused_kernels_;
 };
 
 /// Gated RMSNorm: y = RMSNorm(x) · weight · SiLU(z): normalise first, then gate (fla
 /// `FusedRMSNormGated` with swish; HF `Qwen3NextRMSNormGated`). The norm and the gate are
-/// computed in fp32. Same fused CPU pass as RMSNorm when no gradient is needed.
+/// computed in fp32. Same fused CPU passes as RMSNorm.
 class GatedRMSNorm : public torch::nn::Module {
  public:
-  GatedRMSNorm(int64_t dim, double eps);
+  /// As RMSNorm's constructor.
+  GatedRMSNorm(int64_t dim, double eps, bool fused_kernels = true);
   /// x, z [..., dim] → [..., dim] (dtype of x).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& z);
   torch::Tensor weight;
@@ -43,7 +47,18 @@ class GatedRMSNorm : public torch::nn::Module {
  private:
   int64_t dim_;
   double eps_;
+  bool fused_kernels_;
 };
+
+/// RMSNorm (z undefined) or gated RMSNorm (z defined) with gradients, as one fused CPU pass
+/// forward and one backward (a torch::autograd::Function; derivation in layers/norm_fused.cpp):
+/// y = x · (mean(x², last dim) + eps)^{-1/2} · weight [· SiLU(z)]. x, z [..., D], weight [D]; y
+/// [..., D] in x's dtype; weight and z are cast to it (their gradients flow through the cast).
+/// Computes in x's dtype (the tensor form computes fp32 inputs in fp32 too). Equal to the tensor
+/// form to rounding, values and gradients. Throws c10::Error unless every tensor is fp32/fp64 on
+/// the CPU and the shapes agree. Not twice differentiable.
+torch::Tensor rms_norm_fused_cpu(const torch::Tensor& x, const torch::Tensor& weight,
+                                 const torch::Tensor& z, double eps);
 
 /// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
 /// zero vector maps to zero with finite gradients.

@@ -43,11 +43,13 @@ void check_scheme_length(const PositionScheme& scheme, const PositionSpec& spec,
 
 }  // namespace
 
-Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidden, double eps) {
+Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidden, double eps,
+             bool fused_kernels) {
   mixer = register_module("mixer", std::move(mixer_in));
-  mixer_norm = register_module("mixer_norm", std::make_shared<RMSNorm>(d_model, eps));
-  mlp_norm = register_module("mlp_norm", std::make_shared<RMSNorm>(d_model, eps));
-  mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, mlp_hidden));
+  mixer_norm =
+      register_module("mixer_norm", std::make_shared<RMSNorm>(d_model, eps, fused_kernels));
+  mlp_norm = register_module("mlp_norm", std::make_shared<RMSNorm>(d_model, eps, fused_kernels));
+  mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, mlp_hidden, fused_kernels));
 }
 
 torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
@@ -115,8 +117,9 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
     mc.lengths = ctx;
     mc.shared = &shared;
     std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, mc);
-    blocks_.push_back(register_module("layers_" + std::to_string(i),
-                                      std::make_shared<Block>(mixer, D, hidden, opts.norm_eps)));
+    blocks_.push_back(register_module(
+        "layers_" + std::to_string(i),
+        std::make_shared<Block>(mixer, D, hidden, opts.norm_eps, opts.fused_kernels)));
   }
   // Schemes shared across layers are registered once, here, so the optimizer sees them once.
   for (const auto& [key, scheme] : shared.by_key) {
@@ -128,7 +131,8 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
       check_scheme_length(*attention->scheme(), attention->options().position, ctx);
     }
   }
-  final_norm = register_module("final_norm", std::make_shared<RMSNorm>(D, opts.norm_eps));
+  final_norm = register_module("final_norm",
+                               std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));
 }
 
 torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache) {

@@ -39,7 +39,9 @@ struct ModelAblation {
 /// Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
 class Block : public torch::nn::Module {
  public:
-  Block(std::shared_ptr<Mixer> mixer, int64_t d_model, int64_t mlp_hidden, double norm_eps);
+  /// fused_kernels: ModelOptions::fused_kernels, for the two norms and the MLP.
+  Block(std::shared_ptr<Mixer> mixer, int64_t d_model, int64_t mlp_hidden, double norm_eps,
+        bool fused_kernels);
   /// x [B,T,D], positions [T] → [B,T,D], honouring `ablation`.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache);
   std::shared_ptr<Mixer> mixer;

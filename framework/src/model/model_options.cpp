@@ -48,6 +48,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   o->norm_eps = s.get<double>("norm_eps", o->norm_eps);
   o->tie_embeddings = s.get<bool>("tie_embeddings", o->tie_embeddings);
   o->init_std = s.get<double>("init_std", o->init_std);
+  o->fused_kernels = s.get<bool>("fused_kernels", o->fused_kernels);
   s.check(o->d_model > 0, "d_model", "must be > 0");
   s.check(o->vocab_size > 0, "vocab_size", "must be > 0");
   s.check(o->norm_eps > 0, "norm_eps", "must be > 0");

@@ -27,7 +27,10 @@ struct ModelOptions {
   int64_t vocab_size = 256;
   std::vector<LayerSpec> layers;
   MlpOptions mlp;
-  double norm_eps = 1e-5;                ///< eps of the block and final RMSNorms
+  double norm_eps = 1e-5;  ///< eps of the block and final RMSNorms
+  /// Fused CPU passes in training for the block and final RMSNorms and the SwiGLU gating; false
+  /// keeps their LibTorch tensor forms (the reference for tests and benches).
+  bool fused_kernels = true;
   bool tie_embeddings = true;            ///< the head reuses the token embedding matrix
   double init_std = 0.02;                ///< std of the token embedding (and untied head) init
   std::optional<PositionSpec> position;  ///< model-level input scheme (embed hook)

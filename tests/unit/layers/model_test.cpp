@@ -429,4 +429,32 @@ TEST_CASE("model ablation: no input position == the same weights without an inpu
   REQUIRE(torch::equal(with->forward(tokens), without->forward(tokens)));
 }
 
+TEST_CASE("model in training: fused_kernels true == false, logits and every parameter gradient",
+          "[model]") {
+  auto host = hybridlab::test::test_host();
+  const std::string layers =
+      "  d_model: 24\n  vocab_size: 32\n  layers: GA\n  mlp: {intermediate_size: 40}\n"
+      "  attention: {n_heads: 2}\n";
+  torch::manual_seed(31);
+  auto fused = build("model:\n" + layers, *host);
+  torch::manual_seed(31);
+  auto reference = build(
+      "model:\n  fused_kernels: false\n" + layers + "  gated_deltanet: {fused_kernels: false}\n",
+      *host);
+  const torch::Tensor tokens = torch::randint(0, 32, {2, 70}, torch::kLong);  // a short chunk
+  const torch::Tensor lf = fused->forward(tokens), lr = reference->forward(tokens);
+  CHECK(max_abs_diff(lf, lr) < 1e-5);
+  lf.pow(2).mean().backward();
+  lr.pow(2).mean().backward();
+  const auto pf = fused->named_parameters(), pr = reference->named_parameters();
+  REQUIRE(pf.size() == pr.size());
+  for (const auto& item : pf) {
+    CAPTURE(item.key());
+    const torch::Tensor& gf = item.value().grad();
+    const torch::Tensor& gr = pr[item.key()].grad();
+    REQUIRE(gf.defined() == gr.defined());
+    if (gf.defined()) CHECK(max_abs_diff(gf, gr) < 1e-5 * (1 + gr.abs().max().item<double>()));
+  }
+}
+
 }  // namespace model_test
