@@ -130,8 +130,10 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
     k = torch::silu(k);
     v = torch::silu(v);
   }
-  q = l2_normalize(q.view({B, T, n_heads_, head_dim_})).transpose(1, 2);  // [B,Hk,T,dk]
-  k = l2_normalize(k.view({B, T, n_heads_, head_dim_})).transpose(1, 2);
+  const bool fused = opts_.fused_kernels;
+  q = l2_normalize(q.view({B, T, n_heads_, head_dim_}), 1e-6, fused)
+          .transpose(1, 2);  // [B,Hk,T,dk]
+  k = l2_normalize(k.view({B, T, n_heads_, head_dim_}), 1e-6, fused).transpose(1, 2);
   v = v.view({B, T, n_v_heads_, v_dim_}).transpose(1, 2);  // [B,Hv,T,dv]
   const torch::Tensor g = gated_delta_gate(a_proj(x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
   const auto gdt = g.scalar_type();

@@ -7,7 +7,6 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-
 #include "layers/cpu_vector.h"
 #include "layers/mlp.h"
 
@@ -40,22 +39,22 @@ inline __attribute__((always_inline)) void backward_range(const S* a, const S* s
 
 HYBRIDLAB_VECTOR_CLONES
 void swiglu_forward_any(const float* a, const float* s, const float* b, float* h, int64_t i0,
-                 int64_t i1) {
+                        int64_t i1) {
   forward_range<float>(a, s, b, h, i0, i1);
 }
 HYBRIDLAB_VECTOR_CLONES
 void swiglu_forward_any(const double* a, const double* s, const double* b, double* h, int64_t i0,
-                 int64_t i1) {
+                        int64_t i1) {
   forward_range<double>(a, s, b, h, i0, i1);
 }
 HYBRIDLAB_VECTOR_CLONES
 void swiglu_backward_any(const float* a, const float* s, const float* b, const float* dh, float* da,
-                  float* db, int64_t i0, int64_t i1) {
+                         float* db, int64_t i0, int64_t i1) {
   backward_range<float>(a, s, b, dh, da, db, i0, i1);
 }
 HYBRIDLAB_VECTOR_CLONES
-void swiglu_backward_any(const double* a, const double* s, const double* b, const double* dh, double* da,
-                  double* db, int64_t i0, int64_t i1) {
+void swiglu_backward_any(const double* a, const double* s, const double* b, const double* dh,
+                         double* da, double* db, int64_t i0, int64_t i1) {
   backward_range<double>(a, s, b, dh, da, db, i0, i1);
 }
 

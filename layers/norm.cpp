@@ -104,7 +104,13 @@ torch::Tensor GatedRMSNorm::forward(const torch::Tensor& x, const torch::Tensor&
   return (n * torch::silu(zf)).to(x.scalar_type());
 }
 
-torch::Tensor l2_normalize(const torch::Tensor& x, double eps) {
+torch::Tensor l2_normalize(const torch::Tensor& x, double eps, bool fused) {
+  if (fused && x.dim() >= 1 && x.size(-1) > 0 && cpu::cpu_floating({x}) && cpu::grad_needed({x})) {
+    // x (Σx² + eps)^{-1/2} = x (Σx²/D + eps/D)^{-1/2} · D^{-1/2}: an RMSNorm with a fixed weight.
+    const int64_t D = x.size(-1);
+    const torch::Tensor w = torch::full({D}, 1.0 / std::sqrt(static_cast<double>(D)), x.options());
+    return rms_norm_fused_cpu(x, w, {}, eps / static_cast<double>(D));
+  }
   return x * torch::rsqrt(x.pow(2).sum(-1, /*keepdim=*/true) + eps);
 }
 

@@ -61,7 +61,9 @@ torch::Tensor rms_norm_fused_cpu(const torch::Tensor& x, const torch::Tensor& we
                                  const torch::Tensor& z, double eps);
 
 /// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
-/// zero vector maps to zero with finite gradients.
-torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
+/// zero vector maps to zero with finite gradients. x [..., D] → [..., D]. With fused true and
+/// fp32/fp64 CPU tensors that need gradients, runs as rms_norm_fused_cpu (the same map: eps / D
+/// inside the mean, weight D^{-1/2}); otherwise as LibTorch ops, the reference.
+torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6, bool fused = false);
 
 }  // namespace hybridlab

@@ -89,24 +89,24 @@ inline __attribute__((always_inline)) void backward_rows(const S* x, const S* w,
 
 HYBRIDLAB_VECTOR_CLONES
 void rms_forward_any(const float* x, const float* w, const float* z, const float* sg, float* y,
-                 float* rinv, int64_t r0, int64_t r1, int64_t D, double eps) {
+                     float* rinv, int64_t r0, int64_t r1, int64_t D, double eps) {
   forward_rows<float>(x, w, z, sg, y, rinv, r0, r1, D, eps);
 }
 HYBRIDLAB_VECTOR_CLONES
 void rms_forward_any(const double* x, const double* w, const double* z, const double* sg, double* y,
-                 double* rinv, int64_t r0, int64_t r1, int64_t D, double eps) {
+                     double* rinv, int64_t r0, int64_t r1, int64_t D, double eps) {
   forward_rows<double>(x, w, z, sg, y, rinv, r0, r1, D, eps);
 }
 HYBRIDLAB_VECTOR_CLONES
 void rms_backward_any(const float* x, const float* w, const float* z, const float* sg,
-                  const float* rinv, const float* dy, float* dx, float* dz, float* dw_acc,
-                  int64_t r0, int64_t r1, int64_t D) {
+                      const float* rinv, const float* dy, float* dx, float* dz, float* dw_acc,
+                      int64_t r0, int64_t r1, int64_t D) {
   backward_rows<float>(x, w, z, sg, rinv, dy, dx, dz, dw_acc, r0, r1, D);
 }
 HYBRIDLAB_VECTOR_CLONES
 void rms_backward_any(const double* x, const double* w, const double* z, const double* sg,
-                  const double* rinv, const double* dy, double* dx, double* dz, double* dw_acc,
-                  int64_t r0, int64_t r1, int64_t D) {
+                      const double* rinv, const double* dy, double* dx, double* dz, double* dw_acc,
+                      int64_t r0, int64_t r1, int64_t D) {
   backward_rows<double>(x, w, z, sg, rinv, dy, dx, dz, dw_acc, r0, r1, D);
 }
 
@@ -117,8 +117,8 @@ const S* ptr_or_null(const torch::Tensor& t) {
 
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& w, const torch::Tensor& z, double eps) {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& z, double eps) {
     const torch::Tensor xc = x.contiguous(), wc = w.contiguous();
     // An empty z stands for "no gate": Function::apply does not take undefined tensors.
     const torch::Tensor zc = z.numel() > 0 ? z.contiguous() : torch::Tensor();
@@ -165,7 +165,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       scalar_t* dwp = dw_rows.data_ptr<scalar_t>();
       at::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
         rms_backward_any(xp, wp, zp, sp, rp, dyp, dxp, dzp, dwp + at::get_thread_num() * D, r0, r1,
-                     D);
+                         D);
       });
     });
     return {dx, dw_rows.sum(0), dz, torch::Tensor()};

@@ -186,3 +186,30 @@ TEST_CASE("RMSNorm in training: two threads give the one-thread gradients", "[no
   REQUIRE_TENSORS_CLOSE(two.dz, one.dz, 1e-6);
   REQUIRE_TENSORS_CLOSE(two.dw, one.dw, 1e-4);  // summed in another order
 }
+
+TEST_CASE("l2_normalize in training: fused == tensor form, values and gradients; a worked example",
+          "[norm]") {
+  // (3, 4) → (0.6, 0.8) with eps 0, both forms.
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    const torch::Tensor v = torch::tensor({{3.0, 4.0}}, torch::kDouble).requires_grad_(true);
+    REQUIRE_TENSORS_CLOSE(l2_normalize(v, 0.0, fused), torch::tensor({{0.6, 0.8}}, torch::kDouble),
+                          1e-12);
+  }
+  const bool fp64 = GENERATE(false, true);
+  CAPTURE(fp64);
+  const auto dt = fp64 ? torch::kDouble : torch::kFloat;
+  torch::manual_seed(12);
+  // [B,T,H,dk] with a zero row: eps keeps it finite.
+  torch::Tensor x0 = torch::randn({2, 9, 3, 32}, dt);
+  x0[0][0][0].zero_();
+  const torch::Tensor dy = torch::randn({2, 9, 3, 32}, dt);
+  torch::Tensor xf = x0.clone().requires_grad_(true), xt = x0.clone().requires_grad_(true);
+  const torch::Tensor yf = l2_normalize(xf, 1e-6, true), yt = l2_normalize(xt, 1e-6, false);
+  (yf * dy).sum().backward();
+  (yt * dy).sum().backward();
+  const double tol = fp64 ? 1e-10 : 1e-5;
+  REQUIRE_TENSORS_CLOSE(yf, yt, tol);
+  // The zero row's gradient is dy / sqrt(eps), ~1000: the tolerance scales with it.
+  REQUIRE_TENSORS_CLOSE(xf.grad(), xt.grad(), tol * (1 + xt.grad().abs().max().item<double>()));
+}
