@@ -113,10 +113,11 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   }
   const int64_t B = x.size(0), T = x.size(1);
   torch::Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B,T,C]
+  const bool fused = opts_.fused_kernels;
   if (opts_.use_short_conv) {
-    auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor());
-    auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor());
-    auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor());
+    auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused);
+    auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused);
+    auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused);
     q = cq.y;
     k = ck.y;
     v = cv.y;
@@ -130,7 +131,6 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
     k = torch::silu(k);
     v = torch::silu(v);
   }
-  const bool fused = opts_.fused_kernels;
   q = l2_normalize(q.view({B, T, n_heads_, head_dim_}), 1e-6, fused)
           .transpose(1, 2);  // [B,Hk,T,dk]
   k = l2_normalize(k.view({B, T, n_heads_, head_dim_}), 1e-6, fused).transpose(1, 2);

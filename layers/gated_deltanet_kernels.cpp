@@ -1,5 +1,6 @@
 #include "layers/gated_deltanet_kernels.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "layers/cpu_vector.h"
@@ -222,10 +223,116 @@ void short_conv_any(const double* x, const double* prev, const double* wt, doubl
   short_conv_rows<double>(x, prev, wt, y, T, C, Kc);
 }
 
+// The backward of y = SiLU(u), u_t = Σ_i wt_i ⊙ xx_{t+i} (xx = [prev; x], K−1 + T rows), for one
+// sequence: g = dy ⊙ SiLU'(u) = dy ⊙ s ⊙ (1 + u (1 − s)) with s = σ(u) saved by the forward;
+// then dxx_j = Σ_i wt_i ⊙ g_{j−i} (0 <= j − i < T) split into dprev (j < K−1) and dx, and
+// dwt_i += Σ_t g_t ⊙ xx_{t+i}. g is written over `gbuf` [T,C].
+template <class S>
+inline __attribute__((always_inline)) void short_conv_backward_rows(
+    const S* x, const S* prev, const S* wt, const S* u, const S* s, const S* dy, S* gbuf, S* dx,
+    S* dprev, S* dwt, int64_t T, int64_t C, int64_t Kc) {
+  for (int64_t t = 0; t < T; ++t) {
+    const S* __restrict ut = u + t * C;
+    const S* __restrict st = s + t * C;
+    const S* __restrict dyt = dy + t * C;
+    S* __restrict gt = gbuf + t * C;
+    for (int64_t c = 0; c < C; ++c) gt[c] = dyt[c] * st[c] * (S(1) + ut[c] * (S(1) - st[c]));
+  }
+  for (int64_t j = 0; j < Kc - 1 + T; ++j) {
+    S* __restrict out = j < Kc - 1 ? dprev + j * C : dx + (j - (Kc - 1)) * C;
+    const S* __restrict row = j < Kc - 1 ? prev + j * C : x + (j - (Kc - 1)) * C;
+    for (int64_t c = 0; c < C; ++c) out[c] = 0;
+    for (int64_t i = 0; i < Kc; ++i) {
+      const int64_t t = j - i;  // output row that read xx_j through tap i
+      if (t < 0 || t >= T) continue;
+      const S* __restrict wi = wt + i * C;
+      const S* __restrict gt = gbuf + t * C;
+      S* __restrict dwi = dwt + i * C;
+      for (int64_t c = 0; c < C; ++c) {
+        out[c] += wi[c] * gt[c];
+        dwi[c] += gt[c] * row[c];
+      }
+    }
+  }
+}
+
+HYBRIDLAB_VECTOR_CLONES
+void short_conv_backward_any(const float* x, const float* prev, const float* wt, const float* u,
+                             const float* s, const float* dy, float* gbuf, float* dx, float* dprev,
+                             float* dwt, int64_t T, int64_t C, int64_t Kc) {
+  short_conv_backward_rows<float>(x, prev, wt, u, s, dy, gbuf, dx, dprev, dwt, T, C, Kc);
+}
+
+HYBRIDLAB_VECTOR_CLONES
+void short_conv_backward_any(const double* x, const double* prev, const double* wt, const double* u,
+                             const double* s, const double* dy, double* gbuf, double* dx,
+                             double* dprev, double* dwt, int64_t T, int64_t C, int64_t Kc) {
+  short_conv_backward_rows<double>(x, prev, wt, u, s, dy, gbuf, dx, dprev, dwt, T, C, Kc);
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Training form of the short convolution + SiLU on fp32/fp64 CPU tensors: the forward's fused
+// taps (short_conv_any), σ from LibTorch's vectorised sigmoid, and one backward pass per sequence
+// (short_conv_backward_rows). Sequences are spread over the intra-op threads. Inputs: x [B,T,C],
+// prev [B,K−1,C], wt [K,C] (the weight transposed, in x's dtype).
+class ShortConvFunction : public torch::autograd::Function<ShortConvFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& prev, const torch::Tensor& wt) {
+    const torch::Tensor xc = x.contiguous(), pc = prev.contiguous(), wc = wt.contiguous();
+    const int64_t B = xc.size(0), T = xc.size(1), C = xc.size(2), Kc = wc.size(0);
+    torch::Tensor u = torch::empty_like(xc);
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "short_conv_fused", [&] {
+      const scalar_t* xp = xc.data_ptr<scalar_t>();
+      const scalar_t* pp = pc.data_ptr<scalar_t>();
+      const scalar_t* wp = wc.data_ptr<scalar_t>();
+      scalar_t* up = u.data_ptr<scalar_t>();
+      at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          short_conv_any(xp + b * T * C, pp + b * (Kc - 1) * C, wp, up + b * T * C, T, C, Kc);
+        }
+      });
+    });
+    const torch::Tensor s = torch::sigmoid(u);
+    ctx->save_for_backward({xc, pc, wc, u, s});
+    return {u * s};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &prev = saved[1], &wt = saved[2], &u = saved[3],
+                        &s = saved[4];
+    const torch::Tensor dy = grads[0].contiguous();
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), Kc = wt.size(0);
+    torch::Tensor dx = torch::empty_like(x), dprev = torch::empty_like(prev);
+    torch::Tensor gbuf = torch::empty_like(x);
+    // One weight-gradient block per worker thread, summed after.
+    torch::Tensor dwt = torch::zeros({at::get_num_threads(), Kc, C}, x.options());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "short_conv_fused_backward", [&] {
+      const scalar_t *xp = x.data_ptr<scalar_t>(), *pp = prev.data_ptr<scalar_t>();
+      const scalar_t *wp = wt.data_ptr<scalar_t>(), *up = u.data_ptr<scalar_t>();
+      const scalar_t *sp = s.data_ptr<scalar_t>(), *dyp = dy.data_ptr<scalar_t>();
+      scalar_t *gp = gbuf.data_ptr<scalar_t>(), *dxp = dx.data_ptr<scalar_t>();
+      scalar_t *dpp = dprev.data_ptr<scalar_t>(), *dwp = dwt.data_ptr<scalar_t>();
+      at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+        scalar_t* dw_mine = dwp + at::get_thread_num() * Kc * C;
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t o = b * T * C, op = b * (Kc - 1) * C;
+          short_conv_backward_any(xp + o, pp + op, wp, up + o, sp + o, dyp + o, gp + o, dxp + o,
+                                  dpp + op, dw_mine, T, C, Kc);
+        }
+      });
+    });
+    return {dx, dprev, dwt.sum(0)};
+  }
+};
+
 }  // namespace
 
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& cache) {
+                           const torch::Tensor& cache, bool fused) {
   TORCH_CHECK(x.dim() == 3, "short_conv: x must be [B,T,C], got ", x.sizes());
   const int64_t B = x.size(0), C = x.size(2), Kc = weight.size(-1);
   TORCH_CHECK(weight.dim() == 3 && weight.size(0) == C && weight.size(1) == 1,
@@ -250,6 +357,15 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
     const int64_t keep = std::min<int64_t>(T, Kc - 1);
     const torch::Tensor tail = torch::cat({pc, xc.narrow(1, T - keep, keep)}, 1);
     return {torch::silu_(y), tail.narrow(1, tail.size(1) - (Kc - 1), Kc - 1).contiguous()};
+  }
+  if (fused && cpu::cpu_floating({x, weight, prev})) {
+    // Training: the autograd Function above; the weight's cast and transpose stay outside it so
+    // autograd carries their gradients.
+    const torch::Tensor wt = weight.to(x.scalar_type()).view({C, Kc}).t();  // [K,C]
+    const torch::Tensor y = ShortConvFunction::apply(x, prev, wt)[0];
+    const int64_t keep = std::min<int64_t>(T, Kc - 1);
+    const torch::Tensor tail = torch::cat({prev, x.narrow(1, T - keep, keep)}, 1);
+    return {y, tail.narrow(1, tail.size(1) - (Kc - 1), Kc - 1)};
   }
   const torch::Tensor xx = torch::cat({prev, x}, 1);  // [B,K-1+T,C]
   // Σ_i w[:,i] · xx[:, i:i+T, :]: K shifted multiply-adds. (at::conv1d with groups = C takes a

@@ -115,10 +115,13 @@ struct ShortConvResult {
 };
 
 /// Causal depthwise convolution with kernel K and SiLU (fla `ShortConvolution`): x [B,T,C],
-/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding). When no
-/// gradient is needed and the tensors are fp32/fp64 on the CPU, one fused pass computes the K taps
-/// (no concatenated copy) and SiLU runs in place; otherwise K shifted multiply-adds in LibTorch.
+/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding). On
+/// fp32/fp64 CPU tensors: when no gradient is needed, one fused pass computes the K taps (no
+/// concatenated copy) and SiLU runs in place; when gradients are needed and `fused` is true, a
+/// torch::autograd::Function runs the same taps forward and one fused pass per sequence backward
+/// (gradients of x, cache and weight). Otherwise (other devices, or fused false: the reference)
+/// K shifted multiply-adds in LibTorch ops. Throws c10::Error on shapes other than these.
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& cache = {});
+                           const torch::Tensor& cache = {}, bool fused = false);
 
 }  // namespace hybridlab

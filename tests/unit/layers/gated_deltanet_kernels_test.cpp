@@ -422,4 +422,38 @@ TEST_CASE("short conv: causal, zero left padding, SiLU after the conv, cache == 
   REQUIRE_TENSORS_CLOSE(short_conv(x.to(torch::kFloat), w.to(torch::kFloat)).y, ref, 1e-5);
 }
 
+TEST_CASE("short conv in training: fused == tensor form, values and gradients of x, cache, weight",
+          "[gdn]") {
+  const bool fp64 = GENERATE(false, true);
+  const int64_t Kc = GENERATE(4, 1, 2);
+  CAPTURE(fp64, Kc);
+  const auto dt = fp64 ? torch::kDouble : torch::kFloat;
+  torch::manual_seed(62);
+  // Strided x (a transposed view), a carried cache that requires grad, an fp32 weight.
+  const torch::Tensor x0 = torch::randn({7, 3, 5}, dt).transpose(0, 1);  // [3,7,5]
+  const torch::Tensor c0 = torch::randn({3, Kc - 1, 5}, dt);
+  const torch::Tensor w0 = torch::randn({5, 1, Kc});
+  const torch::Tensor dy = torch::randn({3, 7, 5}, dt);
+  const torch::Tensor dcache = torch::randn({3, Kc - 1, 5}, dt);
+  struct Out {
+    torch::Tensor y, cache, dx, dc, dw;
+  };
+  const auto run = [&](bool fused) {
+    torch::Tensor x = x0.detach().requires_grad_(true);
+    torch::Tensor c = c0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+    ShortConvResult r = short_conv(x, w, c, fused);
+    ((r.y * dy).sum() + (r.cache * dcache).sum()).backward();
+    return Out{r.y.detach(), r.cache.detach(), x.grad(), c.grad(), w.grad()};
+  };
+  const Out f = run(true), t = run(false);
+  const double tol = fp64 ? 1e-10 : 1e-5;
+  REQUIRE_TENSORS_CLOSE(f.y, t.y, tol);
+  REQUIRE_TENSORS_CLOSE(f.dx, t.dx, tol);
+  if (Kc > 1) {  // K = 1 keeps no cache
+    REQUIRE_TENSORS_CLOSE(f.cache, t.cache, 0.0);
+    REQUIRE_TENSORS_CLOSE(f.dc, t.dc, tol);
+  }
+  REQUIRE_TENSORS_CLOSE(f.dw, t.dw, tol * 10);  // sums over 21 positions
+}
+
 }  // namespace gated_deltanet_kernels_test
