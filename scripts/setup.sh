@@ -28,7 +28,7 @@ trap 'echo "setup.sh: FAILED at step: ${current_step} (exit code $?). Fix the ca
 # ---- 1. system packages
 packages=(
   g++ make cmake ninja-build ccache git ca-certificates pkg-config
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp libgloo-dev
   libyaml-cpp-dev libboost-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libbenchmark-dev gnuplot-nox
 )

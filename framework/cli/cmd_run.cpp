@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
+#include "hybridlab/distributed.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/report.h"
 #include "hybridlab/run.h"
@@ -29,7 +31,20 @@ struct RunArgs {
   bool in_process = false;
   bool no_report = false;
   bool quiet = false;
+  LaunchOptions launch;  ///< nproc_per_node > 0: start that many ranks of this command
 };
+
+// This process's command line, for the ranks: the same command without the launcher's options,
+// run by this very binary.
+std::vector<std::string> own_command() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!argv.empty() && !ec) argv[0] = exe.string();
+  return rank_command(argv);
+}
 
 void add_common_run_options(CLI::App* c, RunArgs& a) {
   c->add_option("experiment", a.file, "Experiment YAML file (e.g. experiments/quickstart.yaml)")
@@ -54,7 +69,36 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
   c->add_flag("--in-process", a.in_process,
               "Run variants in this process instead of child processes (no crash isolation)");
   c->add_flag("--quiet,-q", a.quiet, "No progress output");
+  a.launch.nproc_per_node = 0;
+  const char* dp = "Data parallel (torchrun's options)";
+  c->add_option(
+       "--nproc-per-node", a.launch.nproc_per_node,
+       "Train each run on N ranks of this host (data parallel over c10d Gloo; "
+       "train.batch_size is the global batch, split between them): starts N processes "
+       "of this command with torchrun's RANK, WORLD_SIZE, MASTER_ADDR, ... (docs/cluster.md)")
+      ->check(CLI::PositiveNumber)
+      ->group(dp);
+  c->add_option("--nnodes", a.launch.nnodes,
+                "Hosts of the data-parallel job (run the same command on each, with --node-rank)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(dp);
+  c->add_option("--node-rank", a.launch.node_rank, "This host's index, 0 .. nnodes-1")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(dp);
+  c->add_option("--master-addr", a.launch.master_addr, "Address of the host of rank 0")
+      ->capture_default_str()
+      ->group(dp);
+  c->add_option("--master-port", a.launch.master_port,
+                "Port of rank 0's TCPStore (default: a free port on one host, 29500 on several)")
+      ->check(CLI::Range(1, 65535))
+      ->group(dp);
 }
+
+// `--nproc-per-node N`: checks what the ranks would refuse, then starts them and exits with
+// their result.
+[[noreturn]] void launch(const RunArgs& a, const RunRequest& req);
 
 [[noreturn]] void exit_with(int code) {
   std::fflush(stdout);
@@ -71,8 +115,28 @@ ReportFiles print_report(const std::string& dir) {
   return f;
 }
 
+void launch(const RunArgs& a, const RunRequest& req) {
+  const LaunchOptions& l = a.launch;
+  if (read_distributed_env().active()) {
+    throw UserError(
+        "--nproc-per-node inside a data-parallel rank (WORLD_SIZE is set): start the "
+        "ranks once, with either hybridlab's launcher or torchrun");
+  }
+  if (l.node_rank >= l.nnodes) {
+    throw UserError(fmt::format("--node-rank {} is not below --nnodes {}", l.node_rank, l.nnodes));
+  }
+  if (!distributed_available()) {
+    throw UserError(
+        "this hybridlab was built without c10d Gloo, so it cannot train on several ranks; "
+        "install libgloo-dev (scripts/setup.sh does) and rebuild");
+  }
+  check_data_parallel(req, l.nnodes * l.nproc_per_node);
+  LaunchOptions o = l;
+  o.command = own_command();
+  exit_with(launch_ranks(o));
+}
+
 void do_run(const RunArgs& a, bool train_only) {
-  install_stop_handlers();
   RunRequest req;
   req.experiment_file = a.file;
   req.overrides = a.overrides;
@@ -83,9 +147,12 @@ void do_run(const RunArgs& a, bool train_only) {
   req.in_process = a.in_process;
   req.quiet = a.quiet;
   req.train_only = train_only;
+  if (a.launch.nproc_per_node > 0) launch(a, req);
+  install_stop_handlers();
   try {
     const SweepOutcome out = run_experiment(req);
-    if (!a.only.empty()) return;  // a child (or a single run): the parent reports
+    if (!a.only.empty()) return;                   // a child (or a single run): the parent reports
+    if (read_distributed_env().rank != 0) return;  // rank 0 reports
     fmt::print("\n{} finished, {} skipped (finished before), {} failed, {} interrupted\n",
                out.finished, out.skipped, out.failed, out.interrupted);
     for (const auto& [name, err] : out.failures) fmt::print("  FAILED {}: {}\n", name, err);

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "hybridlab/distributed.h"
 #include "hybridlab/error.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/version.h"
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const hybridlab::RankLost& e) {
+    std::fflush(stdout);
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "internal error: " << e.what() << "\n";

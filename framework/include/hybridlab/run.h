@@ -28,6 +28,8 @@
 
 namespace hybridlab {
 
+class ProcessGroup;
+
 struct RunRequest {
   std::string experiment_file;
   std::vector<std::string> overrides;  ///< command-line key=value, applied before the sweep
@@ -52,9 +54,47 @@ struct SweepOutcome {
 /// `only`; records failures and goes on. Before any folder is written, every distinct model is
 /// built once in a forked process: a bad config is one UserError (exit 2), a build that crashes
 /// (a plugin factory's segfault) is recorded as that variant's failure, naming its schemes.
+/// Started as one rank of a data-parallel job (read_distributed_env(): torchrun's variables),
+/// every variant runs in this process on all ranks together (see train()); rank 0 checks,
+/// claims, writes and evaluates, the config must be the same on every rank (UserError on the
+/// rank that differs), `jobs` must be 1, and the first failing run ends the sweep.
 /// Ctrl-C / SIGTERM are forwarded to the children, which checkpoint and stop; a child dies with
 /// its parent (PR_SET_PDEATHSIG). Throws UserError for bad input and an unknown `only`.
 SweepOutcome run_experiment(const RunRequest& req);
+
+/// Throws ConfigError (naming file:line of train.batch_size and the run) unless `world_size`
+/// divides every variant's train.batch_size: a data-parallel job splits the global batch evenly.
+void check_batch_split(const Config& cfg, const std::vector<Variant>& variants,
+                       const SweepOptions& sweep, int64_t world_size);
+
+/// The checks a launcher makes before it starts `world_size` ranks of `req` (nothing written):
+/// check_batch_split over the requested variants, and `jobs` == 1. Throws ConfigError /
+/// UserError.
+void check_data_parallel(const RunRequest& req, int64_t world_size);
+
+/// How `hybridlab run --nproc-per-node N` starts the ranks of a data-parallel job on this host.
+struct LaunchOptions {
+  int64_t nproc_per_node = 1;  ///< ranks on this host (LOCAL_WORLD_SIZE)
+  int64_t nnodes = 1;          ///< hosts; WORLD_SIZE = nnodes * nproc_per_node
+  int64_t node_rank = 0;       ///< this host's index; RANK = node_rank * nproc_per_node + local
+  std::string master_addr = "127.0.0.1";  ///< host of rank 0 (MASTER_ADDR)
+  int master_port = 0;  ///< MASTER_PORT; 0 = a free port on a single host, 29500 on several
+  std::vector<std::string> command;  ///< what every rank runs (rank_command)
+};
+
+/// Starts the ranks of this host as child processes with torchrun's variables (RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP/OpenBLAS threads split between
+/// the local ranks unless set) and waits for them. Ctrl-C / SIGTERM are forwarded once to every
+/// rank (they stop after the same step, rank 0 checkpoints). When a rank fails or dies, the
+/// launcher names it and stops the others (SIGTERM, SIGKILL after 30 s). Returns the exit code:
+/// 0 when every rank succeeded, else the first failing rank's code (128 + signal for a killed
+/// one; 130 when they were interrupted). Throws UserError when a process cannot be started.
+int launch_ranks(const LaunchOptions& o);
+
+/// `argv` without the launcher's options (--nproc-per-node, --nnodes, --node-rank,
+/// --master-addr, --master-port; "--opt value" and "--opt=value" forms): the command each rank
+/// runs.
+std::vector<std::string> rank_command(const std::vector<std::string>& argv);
 
 /// What plan_run decided for one folder.
 enum class RunAction { kSkip, kRefuse, kFresh, kResume };
@@ -81,6 +121,9 @@ struct ExecuteOptions {
   bool quiet = false;
   int64_t threads = 0;     ///< >0: overrides runtime.threads (a scheduler's split), not recorded
   int64_t stop_after = 0;  ///< stop after this many steps in this process (tests); 0 = none
+  /// One rank of a data-parallel job (see train()): rank 0 executes the folder as usual; the
+  /// other ranks only train with it and write nothing.
+  ProcessGroup* group = nullptr;
 };
 
 /// Executes one prepared run folder in this process (the caller holds its lock): builds the run

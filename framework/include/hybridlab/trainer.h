@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "hybridlab/distributed.h"
 #include "hybridlab/error.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
@@ -54,6 +55,8 @@ struct TrainSummary {
   double tokens_per_s = 0;  ///< training throughput over every logged step (metrics.jsonl)
   double wall_s = 0;
   double model_s = 0;  ///< seconds in forward + backward
+  /// Seconds spent waiting for gradient all-reduces after backward (data-parallel runs).
+  double allreduce_wait_s = 0;
 };
 
 struct TrainerHooks {
@@ -65,8 +68,20 @@ struct TrainerHooks {
 /// Trains `model` on `task` per `exp.train`, in `run_dir`, resuming from run_dir/checkpoint if
 /// there is one. Throws Interrupted (checkpoint written), TrainingDiverged, UserError for an
 /// unwritable folder, DataError from the task.
+///
+/// With `group` (world size W > 1), this is one rank of a data-parallel run: every rank draws the
+/// same global batch of train.batch_size sequences (a function of seed and step) and trains on
+/// its slice [rank·B/W, (rank+1)·B/W); the loss is summed over the slice's scored tokens and
+/// divided by the whole batch's count, so the all-reduced gradient (GradientReducer) is the one
+/// a single process computes on the whole batch, and the data seen does not depend on W. Rank 0
+/// alone writes metrics.jsonl and checkpoints and evaluates during training; every rank reads
+/// the checkpoint to resume (the run folder must be visible to all ranks), from any earlier W.
+/// A stop request on any rank stops all of them after the same step. Throws ConfigError when W
+/// does not divide train.batch_size, UserError when the ranks resume from different steps,
+/// RankLost when another rank is gone.
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
-                   const std::string& run_dir, const TrainerHooks& hooks = {});
+                   const std::string& run_dir, const TrainerHooks& hooks = {},
+                   ProcessGroup* group = nullptr);
 
 /// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent. Throws
 /// UserError ("checkpoint <path> is unreadable (...)") for a damaged or foreign file; train()

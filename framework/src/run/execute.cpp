@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "hybridlab/distributed.h"
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
 #include "run/build.h"
@@ -106,11 +107,35 @@ void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunI
   folder.write_results(*r);
 }
 
+// Starts a run that has no checkpoint from train.init_from, if set.
+void start_weights(const RunFolder& folder, BuiltRun& b) {
+  if (b.exp.train.init_from.empty() || fs::exists(folder.checkpoint_path())) return;
+  std::string from = b.exp.train.init_from;
+  for (size_t at = from.find("{seed}"); at != std::string::npos; at = from.find("{seed}"))
+    from.replace(at, 6, std::to_string(b.exp.train.seed));
+  init_weights_from(*b.model, from);
+}
+
+TrainSummary train_run(const RunFolder& folder, BuiltRun& b, const ExecuteOptions& opts) {
+  TrainerHooks hooks;
+  hooks.quiet = opts.quiet;
+  hooks.stop_after = opts.stop_after;
+  return train(*b.model, *b.exp.task, b.exp, folder.dir(), hooks, opts.group);
+}
+
 }  // namespace
 
 void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   const auto t0 = Clock::now();
   auto [cfg, id] = folder_config(folder);
+  if (opts.group && opts.group->rank() != 0) {
+    // Another rank of a data-parallel job: it trains; rank 0 records and evaluates.
+    if (folder.status().state == RunState::kFinished && !opts.train_only) return;
+    BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
+    start_weights(folder, b);
+    train_run(folder, b, opts);
+    return;
+  }
   if (folder.status().state == RunState::kFinished && !opts.train_only) {
     add_missing_variants(folder, cfg, id, opts);
     return;
@@ -119,16 +144,8 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     folder.write_status(RunState::kRunning);
     BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
     folder.write_config(cfg.resolved_yaml());
-    if (!b.exp.train.init_from.empty() && !fs::exists(folder.checkpoint_path())) {
-      std::string from = b.exp.train.init_from;
-      for (size_t at = from.find("{seed}"); at != std::string::npos; at = from.find("{seed}"))
-        from.replace(at, 6, std::to_string(b.exp.train.seed));
-      init_weights_from(*b.model, from);
-    }
-    TrainerHooks hooks;
-    hooks.quiet = opts.quiet;
-    hooks.stop_after = opts.stop_after;
-    const TrainSummary ts = train(*b.model, *b.exp.task, b.exp, folder.dir(), hooks);
+    start_weights(folder, b);
+    const TrainSummary ts = train_run(folder, b, opts);
     RunResults r = results_of(id, b);
     r.train = TrainRecord{ts.steps,        ts.resumed_from, ts.final_loss,
                           ts.tokens_per_s, ts.wall_s,       ts.model_s};

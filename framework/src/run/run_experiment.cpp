@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "hybridlab/distributed.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
 #include "hybridlab/runtime.h"
@@ -62,11 +63,27 @@ void run_only_here(const RunJob& job, const RunRequest& req, SweepOutcome& out) 
 
 }  // namespace
 
-SweepOutcome run_experiment(const RunRequest& req) {
-  SweepOutcome out;
-  Config cfg = load_experiment_config(req.experiment_file, req.overrides);
-  const Experiment exp = read_experiment(cfg);
-  const std::vector<Variant> all = expand_sweep(exp.sweep);
+void check_batch_split(const Config& cfg, const std::vector<Variant>& variants,
+                       const SweepOptions& sweep, int64_t world_size) {
+  for (const auto& v : variants) {
+    const Config c = variant_config(cfg, v, sweep);
+    const YAML::Node node = c.lookup("train.batch_size");
+    const int64_t batch = node.IsDefined() ? node.as<int64_t>() : TrainOptions{}.batch_size;
+    if (batch % world_size == 0) continue;
+    const std::string where =
+        node.IsDefined() ? c.location("train.batch_size").str() + ": " : std::string();
+    throw ConfigError(fmt::format(
+        "{}train.batch_size: {} (run '{}') is not a multiple of the {} ranks; it is the global "
+        "batch, split evenly between them",
+        where, batch, v.name, world_size));
+  }
+}
+
+namespace {
+
+// The variants this request runs: `only`, or this shard.
+std::vector<Variant> requested_variants(const RunRequest& req, const SweepOptions& sweep) {
+  const std::vector<Variant> all = expand_sweep(sweep);
   std::vector<Variant> mine;
   if (!req.only.empty()) {
     for (const auto& v : all) {
@@ -81,15 +98,53 @@ SweepOutcome run_experiment(const RunRequest& req) {
   } else {
     mine = shard_variants(all, req.shard_index, req.shard_count);
   }
+  return mine;
+}
+
+}  // namespace
+
+void check_data_parallel(const RunRequest& req, int64_t world_size) {
+  if (req.jobs > 1) {
+    throw UserError(fmt::format(
+        "--jobs {} with {} data-parallel ranks: every run uses all ranks, one run at a time; "
+        "drop --jobs",
+        req.jobs, world_size));
+  }
+  Config cfg = load_experiment_config(req.experiment_file, req.overrides);
+  const Experiment exp = read_experiment(cfg);
+  check_batch_split(cfg, requested_variants(req, exp.sweep), exp.sweep, world_size);
+}
+
+SweepOutcome run_experiment(const RunRequest& req) {
+  SweepOutcome out;
+  Config cfg = load_experiment_config(req.experiment_file, req.overrides);
+  const Experiment exp = read_experiment(cfg);
+  const std::vector<Variant> mine = requested_variants(req, exp.sweep);
   const fs::path exp_dir = fs::path(req.runs_dir) / exp.name;
   out.experiment_dir = exp_dir.string();
   const std::string config_dir =
       fs::absolute(fs::path(req.experiment_file)).parent_path().lexically_normal().string();
 
+  // One rank of a data-parallel job: checked before anything is written; rank 0 writes.
+  const DistributedEnv denv = read_distributed_env();
+  std::unique_ptr<ProcessGroup> group;
+  if (denv.active()) {
+    if (req.jobs > 1) check_data_parallel(req, denv.world_size);  // says why not
+    check_batch_split(cfg, mine, exp.sweep, denv.world_size);
+    group = std::make_unique<ProcessGroup>(denv, std::chrono::seconds(120));
+    group->agree(
+        "experiment config",
+        fmt::format("{}\nonly: {}\nshard: {}/{}\ntrain only: {}\n{}", req.experiment_file, req.only,
+                    req.shard_index, req.shard_count, req.train_only, cfg.resolved_yaml()));
+  }
+  const bool writer = denv.rank == 0;
+
   std::map<std::string, std::string> crashed;
-  if (req.only.empty()) crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
-  ensure_writable(exp_dir);
-  write_expectations(exp_dir.string(), exp.expect);
+  if (req.only.empty() && writer) crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
+  if (writer) {
+    ensure_writable(exp_dir);
+    write_expectations(exp_dir.string(), exp.expect);
+  }
 
   std::vector<RunJob> jobs;
   for (const auto& v : mine) {
@@ -102,20 +157,22 @@ SweepOutcome run_experiment(const RunRequest& req) {
     if (it != crashed.end()) j.crash = it->second;
     jobs.push_back(std::move(j));
   }
-  if (!req.only.empty()) {
+  if (!req.only.empty() && !group) {
     run_only_here(jobs[0], req, out);
     return out;
   }
   ScheduleOptions so;
   so.in_process = req.in_process;
   so.train_only = req.train_only;
-  so.quiet = req.quiet;
   so.exe = req.self_exe.empty() ? self_exe() : req.self_exe;
   so.jobs = std::max<int64_t>(1, std::min<int64_t>(req.jobs, static_cast<int64_t>(jobs.size())));
-  if (so.jobs > 1) {
+  if (so.jobs > 1 || group) {
+    // The cores are split between the runs at once, or between this host's ranks.
     const int64_t total = exp.runtime.threads > 0 ? exp.runtime.threads : hardware_threads();
-    so.child_threads = std::max<int64_t>(1, total / so.jobs);
+    so.child_threads = std::max<int64_t>(1, total / (group ? denv.local_world_size : so.jobs));
   }
+  so.group = group.get();
+  so.quiet = req.quiet || !writer;
   schedule_runs(jobs, so, out);
   return out;
 }

@@ -17,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "hybridlab/distributed.h"
 #include "hybridlab/trainer.h"
 #include "run/preflight.h"
 
@@ -103,6 +104,58 @@ void run_in_process(const std::vector<RunJob>& jobs, const ScheduleOptions& o, C
       break;
     } catch (const std::exception& e) {
       n.failed(job.name, e.what());
+    }
+  }
+  n.out.interrupted += static_cast<int64_t>(jobs.size() - i);
+}
+
+// One rank of a data-parallel job: every job in this process, trained by all ranks together.
+// Rank 0 claims each job and tells the others through the store whether to execute it. The first
+// run that fails ends the sweep on every rank (the ranks of a run fail together, or the job's
+// collectives would pair up across different runs); a rerun resumes it.
+void run_data_parallel(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
+  ProcessGroup& g = *o.group;
+  size_t i = 0;
+  for (; i < jobs.size(); ++i) {
+    const RunJob& job = jobs[i];
+    const std::string key = fmt::format("job/{}", i);
+    std::unique_ptr<RunLock> lock;  // rank 0 holds it while all ranks execute
+    std::string action;
+    if (g.rank() == 0) {
+      if (stop_requested().load()) {
+        action = "stop";
+      } else {
+        lock = claim_counted(job, o, n);
+        action = lock ? "run" : "skip";
+      }
+      g.set(key, action);
+    } else {
+      action = g.get(key);
+    }
+    if (action == "stop") break;
+    if (action == "skip") continue;
+    if (!o.quiet) {
+      fmt::print("[{}/{}] {} on {} ranks\n", i + 1, jobs.size(), job.name, g.world_size());
+      std::fflush(stdout);
+    }
+    try {
+      ExecuteOptions eo;
+      eo.train_only = o.train_only;
+      eo.quiet = o.quiet;
+      eo.threads = o.child_threads;
+      eo.group = &g;
+      execute_run_folder(RunFolder(job.dir), eo);
+      ++n.out.finished;
+    } catch (const Interrupted&) {
+      ++n.out.interrupted;
+      ++i;
+      break;
+    } catch (const RankLost&) {
+      throw;
+    } catch (const std::exception& e) {
+      n.failed(job.name, e.what());
+      ++i;
+      break;
     }
   }
   n.out.interrupted += static_cast<int64_t>(jobs.size() - i);
@@ -240,7 +293,9 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
 
 void schedule_runs(const std::vector<RunJob>& jobs, const ScheduleOptions& o, SweepOutcome& out) {
   Counter n{o, out};
-  if (o.in_process)
+  if (o.group)
+    run_data_parallel(jobs, o, n);
+  else if (o.in_process)
     run_in_process(jobs, o, n);
   else
     run_children(jobs, o, n);

@@ -26,13 +26,17 @@ struct ScheduleOptions {
   bool quiet = false;
   int64_t child_threads = 0;  ///< >0: each child's runtime.threads (and BLAS threads)
   std::string exe;            ///< the CLI binary run as `exe run-folder DIR --lock-fd N ...`
+  /// One rank of a data-parallel job: every job runs in this process on all ranks together
+  /// (child_threads = this rank's threads); rank 0 claims, the others follow.
+  ProcessGroup* group = nullptr;
 };
 
 /// For each job in order: takes its lock (a folder locked by a live process is a recorded
 /// failure naming it), applies plan_run (skip, refuse, fresh, resume) and, unless skipped or
 /// refused, executes it. Children get the lock's descriptor, their own process group (the parent
 /// forwards Ctrl-C / SIGTERM once, so each child checkpoints and stops) and PR_SET_PDEATHSIG
-/// (a child never outlives its parent). Counts go to `out`.
+/// (a child never outlives its parent). Counts go to `out`. With `group`: see ScheduleOptions;
+/// the first failing run ends the sweep there, and RankLost propagates.
 void schedule_runs(const std::vector<RunJob>& jobs, const ScheduleOptions& o, SweepOutcome& out);
 
 /// The claim every entry point makes before executing a run: takes the job's lock and applies

@@ -191,12 +191,21 @@ int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir) 
 }
 
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
-                   const std::string& run_dir, const TrainerHooks& hooks) {
+                   const std::string& run_dir, const TrainerHooks& hooks, ProcessGroup* group) {
   const TrainOptions& o = exp.train;
   TrainSummary summary;
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
   auto opt = make_optimizer(model, o);
+  // Data parallel: this rank's slice of each global batch; rank 0 writes.
+  const bool parallel = group && group->world_size() > 1;
+  const int64_t world = parallel ? group->world_size() : 1;
+  const int64_t rank = parallel ? group->rank() : 0;
+  const bool writer = rank == 0;
+  if (o.batch_size % world != 0) {
+    throw ConfigError(
+        fmt::format("train.batch_size {} is not a multiple of the {} ranks", o.batch_size, world));
+  }
   const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
   const std::string ckpt = checkpoint_path(run_dir);
 
@@ -216,15 +225,35 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       start = step.item<int64_t>();
     });
     summary.resumed_from = start;
-    truncate_metrics(metrics_path, start);
-  } else {
+    if (writer) truncate_metrics(metrics_path, start);
+  } else if (writer) {
     write_file_atomic(metrics_path, "");
+  }
+  std::unique_ptr<GradientReducer> reducer;
+  if (parallel) {
+    // Every rank must start from the same step: each read the checkpoint itself.
+    const torch::Tensor s = torch::tensor(
+        {static_cast<double>(start), static_cast<double>(start) * static_cast<double>(start)},
+        torch::kDouble);
+    group->all_reduce_sum(s);
+    const double mean = s[0].item<double>() / static_cast<double>(world);
+    if (s[1].item<double>() / static_cast<double>(world) != mean * mean) {
+      throw UserError(fmt::format(
+          "rank {} resumes from step {} but the ranks disagree (mean {:.1f}): the run folder "
+          "'{}' must be the same folder for every rank (a shared filesystem across hosts)",
+          rank, start, mean, run_dir));
+    }
+    std::vector<torch::Tensor> trainable;
+    for (const auto& p : params) {
+      if (p.requires_grad()) trainable.push_back(p);
+    }
+    reducer = std::make_unique<GradientReducer>(trainable, *group);
   }
   int64_t last_ckpt_step = start;
   std::string last_ckpt_text =
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
 
-  FILE* metrics = std::fopen(metrics_path.c_str(), "a");
+  FILE* metrics = writer ? std::fopen(metrics_path.c_str(), "a") : std::fopen("/dev/null", "w");
   if (!metrics) {
     throw UserError(
         fmt::format("cannot append to '{}' (is the runs folder writable?)", metrics_path));
@@ -234,16 +263,19 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     ~Closer() { std::fclose(f); }
   } closer{metrics};
 
-  Progress progress(o.steps, start, hooks.quiet, o.log_every);
+  Progress progress(o.steps, start, hooks.quiet || !writer, o.log_every);
   if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
   model.train();
   const auto t_begin = Clock::now();
   int64_t tokens_done = 0;
   int64_t step = start;
   const int64_t vocab = task.vocab_size();
+  bool stop_agreed = false;  // data parallel: a stop asked for on any rank, after the last step
+  double allreduce_before = 0;
   for (; step < o.steps; ++step) {
-    if (stop_requested().load() || (hooks.stop_after > 0 && step - start >= hooks.stop_after)) {
-      save_checkpoint(model, *opt, step, run_dir);
+    const bool stop = parallel ? stop_agreed : stop_requested().load();
+    if (stop || (hooks.stop_after > 0 && step - start >= hooks.stop_after)) {
+      if (writer) save_checkpoint(model, *opt, step, run_dir);
       progress.finish();
       throw Interrupted(
           fmt::format("stopped at step {}; checkpoint written to '{}'; rerun the same "
@@ -252,7 +284,16 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     }
     const auto t0 = Clock::now();
     Batch b = task.train_batch(step, o.batch_size, static_cast<uint64_t>(o.seed));
-    const torch::Tensor tokens = b.tokens.to(device), targets = b.targets.to(device);
+    torch::Tensor tokens = b.tokens, targets = b.targets;
+    int64_t scored = 0;  // data parallel: scored tokens of the whole global batch
+    if (parallel) {
+      scored = (b.targets != kIgnoreIndex).sum().item<int64_t>();
+      const int64_t rows = o.batch_size / world;
+      tokens = tokens.narrow(0, rank * rows, rows);
+      targets = targets.narrow(0, rank * rows, rows);
+    }
+    tokens = tokens.to(device);
+    targets = targets.to(device);
     const auto t1 = Clock::now();
     const torch::Tensor logits = model.forward(tokens);
     if (step == start && logits.size(-1) < vocab) {
@@ -261,11 +302,23 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                       "model.vocab_size >= {}",
                       logits.size(-1), task.name(), vocab, vocab));
     }
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(
-        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
-        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+    namespace F = torch::nn::functional;
+    auto ce = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex);
+    if (parallel) ce.reduction(torch::kSum);
+    torch::Tensor loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                          targets.reshape({-1}), ce);
+    if (parallel) loss = loss / static_cast<double>(std::max<int64_t>(scored, 1));
     loss.backward();
-    const double loss_v = loss.item<double>();
+    double loss_v = loss.item<double>();
+    if (parallel) {
+      reducer->finish();
+      // The whole batch's loss, and whether any rank was asked to stop.
+      const torch::Tensor s =
+          torch::tensor({loss_v, stop_requested().load() ? 1.0 : 0.0}, torch::kDouble);
+      group->all_reduce_sum(s);
+      loss_v = s[0].item<double>();
+      stop_agreed = s[1].item<double>() > 0;
+    }
     const auto t2 = Clock::now();
     summary.model_s += seconds(t2 - t1);
     if (!std::isfinite(loss_v)) {
@@ -292,10 +345,15 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                  {"grad_norm", grad_norm},
                  {"tokens_per_s", ntok / std::max(step_s, 1e-9)},
                  {"time_s", seconds(t3 - t_begin)}};
+    if (parallel) {
+      line["ranks"] = world;
+      line["allreduce_wait_s"] = reducer->wait_seconds() - allreduce_before;
+      allreduce_before = reducer->wait_seconds();
+    }
     std::fputs((line.dump() + "\n").c_str(), metrics);
     std::fflush(metrics);
     progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
-    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+    if (writer && o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
       const LengthResult r =
           evaluate_length(model, task, exp.eval, task.seq_len(), exp.eval.examples_during_training);
       json ev = {{"step", step + 1}, {"eval_length", r.length}};
@@ -307,18 +365,21 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       model.train();
     }
     if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) {
-      save_checkpoint(model, *opt, step + 1, run_dir);
+      if (writer) save_checkpoint(model, *opt, step + 1, run_dir);
       last_ckpt_step = step + 1;
       last_ckpt_text = fmt::format("'{}' (step {})", ckpt, last_ckpt_step);
     }
   }
-  save_checkpoint(model, *opt, step, run_dir);
+  if (writer) save_checkpoint(model, *opt, step, run_dir);
   progress.finish();
   summary.steps = step;
   summary.wall_s = seconds(Clock::now() - t_begin);
+  if (reducer) summary.allreduce_wait_s = reducer->wait_seconds();
   std::fflush(metrics);
-  std::tie(summary.final_loss, summary.tokens_per_s) =
-      logged_loss_and_rate(metrics_path, step, o.log_every);
+  if (writer) {
+    std::tie(summary.final_loss, summary.tokens_per_s) =
+        logged_loss_and_rate(metrics_path, step, o.log_every);
+  }
   return summary;
 }
 

@@ -1,0 +1,203 @@
+// The local launcher of a data-parallel job: torchrun's contract for the ranks of one host.
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "hybridlab/run.h"
+#include "hybridlab/runtime.h"
+#include "run/preflight.h"
+
+extern char** environ;
+
+namespace hybridlab {
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Signals arrive asynchronously; the wait loop forwards them.
+std::atomic<int>& pending_signal() {
+  static std::atomic<int> sig{0};
+  return sig;
+}
+void on_signal(int sig) { pending_signal().store(sig); }
+
+// A TCP port nobody listens on now (the kernel's pick for port 0). Rank 0 binds it a moment
+// later; a race with another program is reported by rank 0 as a port in use.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+std::string exit_text(int status) {
+  if (WIFSIGNALED(status)) return "was killed: " + signal_text(WTERMSIG(status));
+  return fmt::format("exited with code {}", WEXITSTATUS(status));
+}
+
+int exit_code(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+pid_t start_rank(const LaunchOptions& o, int64_t local, int port, int64_t threads) {
+  std::vector<std::string> args = o.command;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  const int64_t world = o.nnodes * o.nproc_per_node;
+  env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local);
+  env["WORLD_SIZE"] = std::to_string(world);
+  env["LOCAL_RANK"] = std::to_string(local);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(o.node_rank);
+  env["MASTER_ADDR"] = o.master_addr;
+  env["MASTER_PORT"] = std::to_string(port);
+  // The ranks of one host share its cores, as torchrun's OMP_NUM_THREADS default intends.
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    if (!env.count(var)) env[var] = std::to_string(threads);
+  }
+  std::vector<std::string> env_store;
+  for (const auto& [k, v] : env) env_store.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Own process group: a terminal's Ctrl-C reaches the launcher only, which forwards it once
+    // (a second signal would make a rank exit before its checkpoint).
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(130);
+    ::execve(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  if (pid < 0) {
+    throw UserError(fmt::format("cannot start rank {}: {}", local, std::strerror(errno)));
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::vector<std::string> rank_command(const std::vector<std::string>& argv) {
+  static const char* const launcher_options[] = {"--nproc-per-node", "--nnodes", "--node-rank",
+                                                 "--master-addr", "--master-port"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    bool dropped = false;
+    for (const char* opt : launcher_options) {
+      const std::string o = opt;
+      if (argv[i] == o) {
+        ++i;  // and its value
+        dropped = true;
+        break;
+      }
+      if (argv[i].rfind(o + "=", 0) == 0) {
+        dropped = true;
+        break;
+      }
+    }
+    if (!dropped) out.push_back(argv[i]);
+  }
+  return out;
+}
+
+int launch_ranks(const LaunchOptions& o) {
+  if (o.command.empty()) throw UserError("launch_ranks: no command");
+  const int port = o.master_port > 0 ? o.master_port : o.nnodes == 1 ? free_port() : 29500;
+  const int64_t threads = std::max<int64_t>(1, hardware_threads() / o.nproc_per_node);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::map<pid_t, int64_t> running;  // pid -> local rank
+  for (int64_t local = 0; local < o.nproc_per_node; ++local) {
+    running[start_rank(o, local, port, threads)] = local;
+  }
+  const int64_t base = o.node_rank * o.nproc_per_node;
+  int code = 0;
+  bool forwarded = false, stopping = false, killed = false;
+  Clock::time_point kill_at{};
+  // A rank that fails first makes the others fail too (they lose it): the exit code is the
+  // likeliest cause's, a killed rank before bad input (2) before a lost peer (1).
+  const auto rank_of_cause = [](int c) {
+    return c > 128 && c != 130 && c != 128 + SIGTERM ? 4 : c == 2 ? 3 : c == 1 ? 1 : c == 130 ? 0 : 2;
+  };
+  while (!running.empty()) {
+    const int sig = pending_signal().exchange(0);
+    if (sig != 0 && !forwarded) {
+      for (const auto& [pid, r] : running) ::kill(pid, SIGTERM);
+      forwarded = true;
+    }
+    if (stopping && !killed && Clock::now() > kill_at) {
+      for (const auto& [pid, r] : running) ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done == 0 || (done < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (done < 0) break;
+    const auto it = running.find(done);
+    if (it == running.end()) continue;
+    const int64_t rank = base + it->second;
+    running.erase(it);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    const int now = exit_code(status);
+    if (code == 0 || rank_of_cause(now) > rank_of_cause(code)) code = now;
+    // An interrupted job stops on its own (every rank after the same step).
+    if (now == 130 && forwarded) continue;
+    if (!stopping) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "error: rank %lld (pid %d) %s; stopping the other %zu rank(s)\n",
+                   static_cast<long long>(rank), static_cast<int>(done),
+                   exit_text(status).c_str(), running.size());
+      // The others now wait in a collective for a rank that is gone: stop them.
+      for (const auto& [pid, r] : running) ::kill(pid, SIGTERM);
+      forwarded = true;
+      stopping = true;
+      kill_at = Clock::now() + std::chrono::seconds(30);
+    }
+  }
+  return code;
+}
+
+}  // namespace hybridlab

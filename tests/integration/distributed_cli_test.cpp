@@ -1,0 +1,193 @@
+// `hybridlab run --nproc-per-node N`: the launcher and its ranks end to end over Gloo on
+// loopback: the same training as one process, a killed rank stops the job and names it, a rerun
+// resumes, and bad input is one error before anything starts.
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_support.h"
+
+namespace fs = std::filesystem;
+using clitest::cli;
+using clitest::q;
+using clitest::Result;
+using clitest::slurp;
+using json = nlohmann::json;
+
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace distributed_cli_test {
+namespace {
+
+struct Tmp : clitest::TempDir {
+  Tmp() : clitest::TempDir("distcli") {}
+};
+
+void write_experiment(const fs::path& file, const std::string& train) {
+  std::ofstream(file) << "name: dp\n"
+                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: "
+                         "2},\n"
+                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+                         "train: "
+                      << train
+                      << "\n"
+                         "eval: {lengths: [32], examples: 8}\n"
+                         "runtime: {threads: 1}\n"
+                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+}
+
+std::vector<json> metrics(const fs::path& run) {
+  std::ifstream in(run / "metrics.jsonl");
+  std::vector<json> out;
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    if (j.contains("loss")) out.push_back(j);
+  }
+  return out;
+}
+
+// The launcher in the background, output to `log`.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("HYBRIDLAB_PLUGIN_PATH", "", 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    std::string exe = HYBRIDLAB_CLI;
+    argv.push_back(exe.data());
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The pid of the child of `parent` whose environment has RANK=`rank`; -1 if none (yet).
+pid_t rank_pid(pid_t parent, int rank) {
+  std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                         "/children");
+  for (pid_t pid = 0; children >> pid;) {
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    for (std::string kv; std::getline(env, kv, '\0');) {
+      if (kv == "RANK=" + std::to_string(rank)) return pid;
+    }
+  }
+  return -1;
+}
+
+template <class F>
+bool eventually(F&& ok, double seconds = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("distributed cli: 2 local ranks log the losses of one process, rank 0 writes",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml";
+  write_experiment(exp, "{steps: 20, batch_size: 4, warmup_steps: 2, log_every: 5}");
+  const Result one = cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "one") + " --quiet");
+  REQUIRE(one.code == 0);
+  const Result two = cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "two") +
+                         " --nproc-per-node 2 --master-addr 127.0.0.1");
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  CHECK_THAT(two.out, Catch::Contains("[1/1] main on 2 ranks"));
+  // One report, from rank 0.
+  CHECK(two.out.find("1 finished, 0 skipped") == two.out.rfind("1 finished, 0 skipped"));
+  const fs::path run = tmp.path / "two" / "dp" / "main";
+  CHECK(json::parse(slurp(run / "status.json"))["state"] == "finished");
+  CHECK(fs::exists(run / "results.json"));
+  const auto a = metrics(tmp.path / "one" / "dp" / "main"), b = metrics(run);
+  REQUIRE(a.size() == 20);
+  REQUIRE(b.size() == 20);
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(b[i]["loss"].get<double>() == Approx(a[i]["loss"].get<double>()).epsilon(1e-5));
+    CHECK(b[i]["ranks"] == 2);
+    CHECK(b[i]["allreduce_wait_s"].get<double>() >= 0.0);
+  }
+}
+
+TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resumes",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 10}");
+  const fs::path run = runs / "dp" / "main";
+  const pid_t launcher = spawn(
+      {"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
+      tmp.path / "log");
+  REQUIRE(eventually([&] { return metrics(run).size() >= 25; }));
+  const pid_t victim = rank_pid(launcher, 1);
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  REQUIRE(eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, 30));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = slurp(tmp.path / "log");
+  INFO(log);
+  CHECK(took < 10);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
+  CHECK_THAT(log, Catch::Contains("rank 1 (pid " + std::to_string(victim) +
+                                  ") was killed: killed by signal 9"));
+  CHECK(json::parse(slurp(run / "status.json"))["state"] == "failed");
+  REQUIRE(fs::exists(run / "checkpoint" / "state.pt"));
+
+  // The rerun, on one process with fewer steps to go: it resumes from the checkpoint.
+  const Result again = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --quiet");
+  INFO(again.out);
+  CHECK(again.code == 0);
+  const json res = json::parse(slurp(run / "results.json"));
+  CHECK(res["train"]["resumed_from"].get<int64_t>() >= 20);
+  CHECK(res["train"]["steps"] == 2000);
+}
+
+TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or written",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2, batch_size: 6}");
+  Result r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --nproc-per-node 0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--nproc-per-node"));
+  r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --nproc-per-node 4");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("dp.yaml:5:") &&
+                        Catch::Contains("train.batch_size: 6 (run 'main') is not a multiple of "
+                                        "the 4 ranks"));
+  r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --nproc-per-node 2 --jobs 2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("drop --jobs"));
+  r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --nproc-per-node 3 --nnodes 2 " +
+          "--node-rank 5");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--node-rank 5 is not below --nnodes 2"));
+  CHECK_FALSE(fs::exists(runs));
+}
+
+}  // namespace distributed_cli_test
