@@ -136,9 +136,9 @@ TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resum
   const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
   write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 10}");
   const fs::path run = runs / "dp" / "main";
-  const pid_t launcher = spawn(
-      {"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
-      tmp.path / "log");
+  const pid_t launcher =
+      spawn({"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
+            tmp.path / "log");
   REQUIRE(eventually([&] { return metrics(run).size() >= 25; }));
   const pid_t victim = rank_pid(launcher, 1);
   REQUIRE(victim > 0);
@@ -152,8 +152,8 @@ TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resum
   CHECK(took < 10);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
-  CHECK_THAT(log, Catch::Contains("rank 1 (pid " + std::to_string(victim) +
-                                  ") was killed: killed by signal 9"));
+  CHECK_THAT(log,
+             Catch::Contains("rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
   CHECK(json::parse(slurp(run / "status.json"))["state"] == "failed");
   REQUIRE(fs::exists(run / "checkpoint" / "state.pt"));
 

@@ -28,9 +28,9 @@ namespace hybridlab {
 
 /// Where this process sits in a data-parallel job.
 struct DistributedEnv {
-  int64_t rank = 0;        ///< RANK: 0 .. world_size-1
-  int64_t world_size = 1;  ///< WORLD_SIZE: ranks in the job
-  int64_t local_rank = 0;  ///< LOCAL_RANK: rank on this host
+  int64_t rank = 0;              ///< RANK: 0 .. world_size-1
+  int64_t world_size = 1;        ///< WORLD_SIZE: ranks in the job
+  int64_t local_rank = 0;        ///< LOCAL_RANK: rank on this host
   int64_t local_world_size = 1;  ///< LOCAL_WORLD_SIZE: ranks on this host (they share its cores)
   std::string master_addr = "127.0.0.1";  ///< MASTER_ADDR: host of rank 0's TCPStore
   int master_port = 29500;                ///< MASTER_PORT: its TCP port

@@ -20,8 +20,8 @@ int64_t integer_var(const char* name, int64_t fallback, int64_t lo, int64_t hi) 
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
   if (*end != '\0' || v < lo || v > hi) {
-    throw UserError(fmt::format("environment variable {}='{}': expected an integer in {}..{}",
-                                name, text, lo, hi));
+    throw UserError(fmt::format("environment variable {}='{}': expected an integer in {}..{}", name,
+                                text, lo, hi));
   }
   return v;
 }

@@ -25,7 +25,8 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, ProcessGroup
     }
     Bucket& b = buckets_.back();
     bucket_of_[k] = buckets_.size() - 1;
-    offset_[k] = b.members.empty() ? 0 : offset_[b.members.back()] + params_[b.members.back()].numel();
+    offset_[k] =
+        b.members.empty() ? 0 : offset_[b.members.back()] + params_[b.members.back()].numel();
     b.members.push_back(k);
     bytes += p.numel() * static_cast<int64_t>(p.element_size());
   }

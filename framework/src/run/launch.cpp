@@ -55,7 +55,7 @@ int free_port() {
 }
 
 std::string exit_text(int status) {
-  if (WIFSIGNALED(status)) return "was killed: " + signal_text(WTERMSIG(status));
+  if (WIFSIGNALED(status)) return "was " + signal_text(WTERMSIG(status));
   return fmt::format("exited with code {}", WEXITSTATUS(status));
 }
 
@@ -157,7 +157,11 @@ int launch_ranks(const LaunchOptions& o) {
   // A rank that fails first makes the others fail too (they lose it): the exit code is the
   // likeliest cause's, a killed rank before bad input (2) before a lost peer (1).
   const auto rank_of_cause = [](int c) {
-    return c > 128 && c != 130 && c != 128 + SIGTERM ? 4 : c == 2 ? 3 : c == 1 ? 1 : c == 130 ? 0 : 2;
+    return c > 128 && c != 130 && c != 128 + SIGTERM ? 4
+           : c == 2                                  ? 3
+           : c == 1                                  ? 1
+           : c == 130                                ? 0
+                                                     : 2;
   };
   while (!running.empty()) {
     const int sig = pending_signal().exchange(0);
@@ -188,8 +192,8 @@ int launch_ranks(const LaunchOptions& o) {
     if (!stopping) {
       std::fflush(stdout);
       std::fprintf(stderr, "error: rank %lld (pid %d) %s; stopping the other %zu rank(s)\n",
-                   static_cast<long long>(rank), static_cast<int>(done),
-                   exit_text(status).c_str(), running.size());
+                   static_cast<long long>(rank), static_cast<int>(done), exit_text(status).c_str(),
+                   running.size());
       // The others now wait in a collective for a rank that is gone: stop them.
       for (const auto& [pid, r] : running) ::kill(pid, SIGTERM);
       forwarded = true;

@@ -84,9 +84,9 @@ void on_ranks(int64_t world, const std::function<void(ProcessGroup&)>& body) {
 }
 
 Experiment tiny(const std::string& train_yaml) {
-  return read_experiment(Config::parse(jobtest::tiny_experiment(
-      "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
-      "train: " + train_yaml + "\neval: {lengths: [32], examples: 8}\n")));
+  return read_experiment(Config::parse(
+      jobtest::tiny_experiment("{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
+                               "train: " + train_yaml + "\neval: {lengths: [32], examples: 8}\n")));
 }
 
 std::shared_ptr<LanguageModel> model_for(const Experiment& e, std::unique_ptr<PluginHost>& host) {
@@ -109,7 +109,9 @@ double max_relative_difference(LanguageModel& a, LanguageModel& b) {
 
 struct EnvVar {
   std::string name;
-  EnvVar(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
+  EnvVar(const std::string& n, const std::string& v) : name(n) {
+    ::setenv(n.c_str(), v.c_str(), 1);
+  }
   ~EnvVar() { ::unsetenv(name.c_str()); }
 };
 
@@ -236,7 +238,7 @@ TEST_CASE("distributed: the bucketed all-reduce sums every gradient, missing one
   CHECK(buckets[0] == 3);
   for (const auto& rank : grads) {
     CHECK(torch::equal(rank[0], torch::full({2}, 1.0 + 2 + 2.0 + 2)));  // (1+r)+2 summed over r
-    CHECK(torch::equal(rank[1], torch::full({4}, 1000.0)));           // rank 1 had none
+    CHECK(torch::equal(rank[1], torch::full({4}, 1000.0)));             // rank 1 had none
     CHECK(torch::equal(rank[2], torch::full({2, 4}, 21.0)));
     CHECK(torch::equal(rank[3], torch::full({16}, 401.0)));  // step 2: 200 + 201
   }
@@ -246,8 +248,8 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
           "[job][distributed]") {
   SECTION("no WORLD_SIZE is one process") { CHECK_FALSE(read_distributed_env().active()); }
   SECTION("the variables are read") {
-    EnvVar w("WORLD_SIZE", "4"), r("RANK", "3"), lw("LOCAL_WORLD_SIZE", "2"),
-        lr("LOCAL_RANK", "1"), a("MASTER_ADDR", "10.1.2.3"), p("MASTER_PORT", "29501");
+    EnvVar w("WORLD_SIZE", "4"), r("RANK", "3"), lw("LOCAL_WORLD_SIZE", "2"), lr("LOCAL_RANK", "1"),
+        a("MASTER_ADDR", "10.1.2.3"), p("MASTER_PORT", "29501");
     const DistributedEnv e = read_distributed_env();
     CHECK(e.active());
     CHECK(e.rank == 3);
@@ -261,8 +263,8 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
     EnvVar w("WORLD_SIZE", "2"), p("MASTER_PORT", "29501");
     CHECK_THROWS_WITH(read_distributed_env(), Catch::Contains("RANK is not set"));
     EnvVar r("RANK", "2");
-    CHECK_THROWS_WITH(read_distributed_env(), Catch::Contains("RANK='2'") &&
-                                                  Catch::Contains("0..1"));
+    CHECK_THROWS_WITH(read_distributed_env(),
+                      Catch::Contains("RANK='2'") && Catch::Contains("0..1"));
   }
   SECTION("a port in use") {
     BoundSocket taken;
@@ -279,8 +281,8 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
     std::string seen;
     CHECK_THROWS_WITH(on_ranks(2,
                                [&](ProcessGroup& g) {
-                                 g.agree("experiment config", g.rank() == 0 ? "a: 1\nb: 2\n"
-                                                                           : "a: 1\nb: 3\n");
+                                 g.agree("experiment config",
+                                         g.rank() == 0 ? "a: 1\nb: 2\n" : "a: 1\nb: 3\n");
                                }),
                       Catch::Contains("rank 1's experiment config differs from rank 0's") &&
                           Catch::Contains("line 2: 'b: 2' on rank 0, 'b: 3' here"));
@@ -289,8 +291,8 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
 
 TEST_CASE("distributed: the launcher's options are not passed to the ranks", "[job][distributed]") {
   CHECK(rank_command({"hybridlab", "run", "e.yaml", "--nproc-per-node", "2", "--master-port=7",
-                      "--nnodes", "1", "train.steps=3", "--node-rank", "0", "--master-addr",
-                      "h", "-q"}) ==
+                      "--nnodes", "1", "train.steps=3", "--node-rank", "0", "--master-addr", "h",
+                      "-q"}) ==
         std::vector<std::string>{"hybridlab", "run", "e.yaml", "train.steps=3", "-q"});
 }
 
@@ -298,9 +300,10 @@ TEST_CASE("distributed: a world size that does not divide the batch names file:l
           "[job][distributed]") {
   jobtest::TempDir d;
   const fs::path file = d.path / "dp.yaml";
-  std::ofstream(file) << jobtest::tiny_experiment("{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
-                                                  "name: dp\ntrain: {steps: 2,\n  batch_size: 6}\n"
-                                                  "sweep: {grid: {train.seed: [0, 1]}}\n");
+  std::ofstream(file) << jobtest::tiny_experiment(
+      "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
+      "name: dp\ntrain: {steps: 2,\n  batch_size: 6}\n"
+      "sweep: {grid: {train.seed: [0, 1]}}\n");
   RunRequest req;
   req.experiment_file = file.string();
   CHECK_NOTHROW(check_data_parallel(req, 3));
