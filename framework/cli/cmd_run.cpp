@@ -151,16 +151,19 @@ void do_run(const RunArgs& a, bool train_only) {
   install_stop_handlers();
   try {
     const SweepOutcome out = run_experiment(req);
-    if (!a.only.empty()) return;                   // a child (or a single run): the parent reports
-    if (read_distributed_env().rank != 0) return;  // rank 0 reports
-    fmt::print("\n{} finished, {} skipped (finished before), {} failed, {} interrupted\n",
-               out.finished, out.skipped, out.failed, out.interrupted);
-    for (const auto& [name, err] : out.failures) fmt::print("  FAILED {}: {}\n", name, err);
-    if (!train_only && !a.no_report && out.finished + out.skipped + out.failed > 0) {
-      print_report(out.experiment_dir);
+    // A child or a single run (--only) leaves the report to its parent; of several data-parallel
+    // ranks, rank 0 reports.
+    const bool reports = a.only.empty() && read_distributed_env().rank == 0;
+    if (reports) {
+      fmt::print("\n{} finished, {} skipped (finished before), {} failed, {} interrupted\n",
+                 out.finished, out.skipped, out.failed, out.interrupted);
+      for (const auto& [name, err] : out.failures) fmt::print("  FAILED {}: {}\n", name, err);
+      if (!train_only && !a.no_report && out.finished + out.skipped + out.failed > 0) {
+        print_report(out.experiment_dir);
+      }
     }
     if (out.interrupted > 0) {
-      fmt::print("interrupted: rerun the same command to resume\n");
+      if (reports) fmt::print("interrupted: rerun the same command to resume\n");
       exit_with(130);
     }
     if (out.failed > 0) exit_with(1);

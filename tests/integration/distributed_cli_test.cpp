@@ -166,6 +166,33 @@ TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resum
   CHECK(res["train"]["steps"] == 2000);
 }
 
+TEST_CASE("distributed cli: SIGTERM to the launcher stops every rank after one step; rerun resumes",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 0}");
+  const fs::path run = runs / "dp" / "main";
+  const pid_t launcher = spawn({"run", exp.string(), "--runs-dir", runs.string(),
+                                "--nproc-per-node", "2", "--only", "main", "--quiet"},
+                               tmp.path / "log");
+  REQUIRE(eventually([&] { return metrics(run).size() >= 10; }));
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  REQUIRE(eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, 30));
+  const std::string log = slurp(tmp.path / "log");
+  INFO(log);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(json::parse(slurp(run / "status.json"))["state"] == "interrupted");
+  const int64_t stopped = metrics(run).back()["step"].get<int64_t>();
+  CHECK(stopped < 2000);
+  const Result again = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --quiet --no-report");
+  INFO(again.out);
+  CHECK(again.code == 0);
+  const json res = json::parse(slurp(run / "results.json"));
+  CHECK(res["train"]["resumed_from"].get<int64_t>() == stopped);
+}
+
 TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or written",
           "[distributed][cli]") {
   Tmp tmp;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hybridlab/distributed.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 
@@ -25,15 +26,19 @@ struct LengthResult {
 /// scoring (one forward) or generated scoring (each answer span greedily decoded, exact match;
 /// the task's "loss" metric is then left out). Throws UserError when generated scoring meets an
 /// example whose scored positions are not one contiguous span.
+/// With `group` (W > 1 ranks, every rank calling with the same arguments), rank r scores the
+/// examples [r·n/W, (r+1)·n/W) and the sums are all-reduced: every rank returns the result of the
+/// whole set (equal to one process's up to the order of fp64 sums). Throws RankLost.
 LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
-                             int64_t length, int64_t examples);
+                             int64_t length, int64_t examples, ProcessGroup* group = nullptr);
 
 /// The tuning score set: `exp.eval.examples` examples of Task::validation_set at the training
 /// length (disjoint from every eval set of exp.eval.lengths), scored like evaluate_length.
 /// Throws DataError when the task has no validation examples left.
 LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp);
 
-/// Every length of exp.eval.lengths; results in length order.
-std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp);
+/// Every length of exp.eval.lengths; results in length order. `group`: as evaluate_length.
+std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp,
+                                   ProcessGroup* group = nullptr);
 
 }  // namespace hybridlab

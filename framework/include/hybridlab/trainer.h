@@ -74,7 +74,8 @@ struct TrainerHooks {
 /// its slice [rank·B/W, (rank+1)·B/W); the loss is summed over the slice's scored tokens and
 /// divided by the whole batch's count, so the all-reduced gradient (GradientReducer) is the one
 /// a single process computes on the whole batch, and the data seen does not depend on W. Rank 0
-/// alone writes metrics.jsonl and checkpoints and evaluates during training; every rank reads
+/// alone writes metrics.jsonl and checkpoints; evaluations during training (train.eval_every)
+/// are split between the ranks (evaluate_length with `group`); every rank reads
 /// the checkpoint to resume (the run folder must be visible to all ranks), from any earlier W.
 /// A stop request on any rank stops all of them after the same step. Throws ConfigError when W
 /// does not divide train.batch_size, UserError when the ranks resume from different steps,

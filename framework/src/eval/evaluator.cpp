@@ -5,6 +5,7 @@
 #include "hybridlab/evaluator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "eval/generated_scoring.h"
 
@@ -12,13 +13,60 @@ namespace hybridlab {
 
 namespace {
 
+// Data parallel: the sums of every rank's share, on every rank. Counts travel as doubles (exact
+// below 2^53).
+void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
+  if (!s.position_count.empty() || !s.position_loss_sum.empty()) {
+    s.position_loss_sum.resize(static_cast<size_t>(length), 0.0);
+    s.position_count.resize(static_cast<size_t>(length), 0);
+  }
+  // Whether any rank has the per-position curve (a rank with no examples has none).
+  const int64_t T = static_cast<int64_t>(s.position_count.size());
+  torch::Tensor has_curve = torch::tensor({static_cast<double>(T > 0)}, torch::kDouble);
+  group.all_reduce_sum(has_curve);
+  const int64_t curve = has_curve.item<double>() > 0 ? length : 0;
+  s.position_loss_sum.resize(static_cast<size_t>(curve), 0.0);
+  s.position_count.resize(static_cast<size_t>(curve), 0);
+  std::vector<double> flat = {s.loss_sum,
+                              static_cast<double>(s.tokens),
+                              static_cast<double>(s.correct_tokens),
+                              static_cast<double>(s.examples),
+                              static_cast<double>(s.correct_examples),
+                              s.example_accuracy_sum};
+  flat.insert(flat.end(), s.position_loss_sum.begin(), s.position_loss_sum.end());
+  for (int64_t c : s.position_count) flat.push_back(static_cast<double>(c));
+  torch::Tensor t = torch::tensor(flat, torch::kDouble);
+  group.all_reduce_sum(t);
+  const double* v = t.data_ptr<double>();
+  const auto count = [](double x) { return static_cast<int64_t>(std::llround(x)); };
+  s.loss_sum = v[0];
+  s.tokens = count(v[1]);
+  s.correct_tokens = count(v[2]);
+  s.examples = count(v[3]);
+  s.correct_examples = count(v[4]);
+  s.example_accuracy_sum = v[5];
+  for (int64_t i = 0; i < curve; ++i) {
+    s.position_loss_sum[static_cast<size_t>(i)] = v[6 + i];
+    s.position_count[static_cast<size_t>(i)] = count(v[6 + curve + i]);
+  }
+}
+
 LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval, int64_t length,
-                       const Batch& set) {
+                       Batch set, ProcessGroup* group) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const int64_t examples = set.tokens.size(0);
+  const bool split = group && group->world_size() > 1;
+  if (split) {
+    // This rank's contiguous share of the examples.
+    const int64_t r = group->rank(), w = group->world_size();
+    const int64_t from = r * examples / w, to = (r + 1) * examples / w;
+    set.tokens = set.tokens.slice(0, from, to);
+    set.targets = set.targets.slice(0, from, to);
+  }
   const int64_t n = set.tokens.size(0);
   const int64_t bs =
       std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
@@ -39,9 +87,10 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
       score_batch(model.forward(tokens), targets, sums, task.per_position_curve());
     }
   }
+  if (split) all_reduce_sums(sums, length, *group);
   LengthResult r;
   r.length = length;
-  r.examples = n;
+  r.examples = examples;
   r.metrics = task.metrics(sums);
   r.scoring = eval_scoring_name(eval.scoring);
   // A decoded answer has no teacher-forced likelihood: the loss is not reported for it.
@@ -67,24 +116,26 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
 }  // namespace
 
 LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions& eval,
-                             int64_t length, int64_t examples) {
+                             int64_t length, int64_t examples, ProcessGroup* group) {
   return score_set(model, task, eval, length,
-                   task.eval_set(length, examples, static_cast<uint64_t>(eval.seed)));
+                   task.eval_set(length, examples, static_cast<uint64_t>(eval.seed)), group);
 }
 
 LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp) {
   const int64_t L = task.seq_len();
   return score_set(model, task, exp.eval, L,
                    task.validation_set(L, exp.eval.examples, static_cast<uint64_t>(exp.eval.seed),
-                                       exp.eval.lengths, exp.eval.examples));
+                                       exp.eval.lengths, exp.eval.examples),
+                   nullptr);
 }
 
-std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp) {
+std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp,
+                                   ProcessGroup* group) {
   std::vector<int64_t> lengths = exp.eval.lengths;
   std::sort(lengths.begin(), lengths.end());
   std::vector<LengthResult> out;
   for (int64_t L : lengths)
-    out.push_back(evaluate_length(model, task, exp.eval, L, exp.eval.examples));
+    out.push_back(evaluate_length(model, task, exp.eval, L, exp.eval.examples, group));
   return out;
 }
 

@@ -129,11 +129,13 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   const auto t0 = Clock::now();
   auto [cfg, id] = folder_config(folder);
   if (opts.group && opts.group->rank() != 0) {
-    // Another rank of a data-parallel job: it trains; rank 0 records and evaluates.
+    // Another rank of a data-parallel job: it trains and scores its share of the eval examples;
+    // rank 0 records, and alone scores validation sets and eval variants.
     if (folder.status().state == RunState::kFinished && !opts.train_only) return;
     BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
     start_weights(folder, b);
     train_run(folder, b, opts);
+    if (!opts.train_only) evaluate(*b.model, *b.exp.task, b.exp, opts.group);
     return;
   }
   if (folder.status().state == RunState::kFinished && !opts.train_only) {
@@ -150,7 +152,7 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     r.train = TrainRecord{ts.steps,        ts.resumed_from, ts.final_loss,
                           ts.tokens_per_s, ts.wall_s,       ts.model_s};
     if (!opts.train_only) {
-      r.eval = evaluate(*b.model, *b.exp.task, b.exp);
+      r.eval = evaluate(*b.model, *b.exp.task, b.exp, opts.group);
       if (!id.tuned.empty()) r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
     }
     folder.write_results(r);

@@ -353,9 +353,10 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     std::fputs((line.dump() + "\n").c_str(), metrics);
     std::fflush(metrics);
     progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
-    if (writer && o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
-      const LengthResult r =
-          evaluate_length(model, task, exp.eval, task.seq_len(), exp.eval.examples_during_training);
+    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+      // Data parallel: every rank scores its share of the examples; rank 0 logs.
+      const LengthResult r = evaluate_length(model, task, exp.eval, task.seq_len(),
+                                             exp.eval.examples_during_training, group);
       json ev = {{"step", step + 1}, {"eval_length", r.length}};
       for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
       std::fputs((ev.dump() + "\n").c_str(), metrics);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "hybridlab/distributed.h"
+#include "hybridlab/evaluator.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
@@ -286,6 +287,47 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
                                }),
                       Catch::Contains("rank 1's experiment config differs from rank 0's") &&
                           Catch::Contains("line 2: 'b: 2' on rank 0, 'b: 3' here"));
+  }
+}
+
+TEST_CASE("distributed: evaluation split over 2 ranks equals one process's", "[job][distributed]") {
+  // Text (a per-position curve) at two lengths, 7 examples: shares of 3 and 4.
+  const std::string corpus = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/text_corpus";
+  const std::string yaml =
+      "model: {d_model: 16, vocab_size: 256, layers: GA, attention: {n_heads: 2},\n"
+      "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+      "task: {name: text, seq_len: 32, path: '" +
+      corpus + "'}\nplugins: {paths: [" + HYBRIDLAB_TEST_PLUGIN_DIR +
+      "]}\nruntime: {threads: 1}\neval: {lengths: [32, 48], examples: 7, batch_size: 2}\n";
+  std::vector<Experiment> exps;
+  std::vector<std::unique_ptr<PluginHost>> hosts(3);
+  std::vector<std::shared_ptr<LanguageModel>> models;
+  for (int k = 0; k < 3; ++k) {
+    exps.push_back(read_experiment(Config::parse(yaml)));
+    exps.back().task->prepare({32, 48});
+    models.push_back(model_for(exps.back(), hosts[static_cast<size_t>(k)]));
+  }
+  const std::vector<LengthResult> whole = evaluate(*models[2], *exps[2].task, exps[2]);
+  std::vector<std::vector<LengthResult>> split(2);
+  on_ranks(2, [&](ProcessGroup& g) {
+    const auto r = static_cast<size_t>(g.rank());
+    split[r] = evaluate(*models[r], *exps[r].task, exps[r], &g);
+  });
+  REQUIRE(whole.size() == 2);
+  for (const auto& ranks : split) {
+    REQUIRE(ranks.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(ranks[i].examples == 7);
+      REQUIRE(ranks[i].metrics.size() == whole[i].metrics.size());
+      for (const auto& [name, value] : whole[i].metrics) {
+        INFO(name << " at " << whole[i].length);
+        CHECK(ranks[i].metrics.at(name) == Approx(value).epsilon(1e-6));
+      }
+      REQUIRE(ranks[i].position_loss.size() == whole[i].position_loss.size());
+      REQUIRE_FALSE(whole[i].position_loss.empty());
+      for (size_t t = 0; t < whole[i].position_loss.size(); ++t)
+        CHECK(ranks[i].position_loss[t] == Approx(whole[i].position_loss[t]).epsilon(1e-6));
+    }
   }
 }
 
