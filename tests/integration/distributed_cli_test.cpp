@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -58,11 +61,20 @@ std::vector<json> metrics(const fs::path& run) {
   return out;
 }
 
-// The launcher in the background, output to `log`.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+// The CLI in the background, output to `log`; `rank` >= 0: as that rank of 2 (torchrun's
+// variables, rank 0 serving on `port`).
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log, int rank = -1,
+            int port = 0) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("HYBRIDLAB_PLUGIN_PATH", "", 1);
+    if (rank >= 0) {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("OMP_NUM_THREADS", "1", 1);
+    }
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -89,6 +101,25 @@ pid_t rank_pid(pid_t parent, int rank) {
     }
   }
   return -1;
+}
+
+// A TCP port on loopback that nobody listens on now.
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 template <class F>
@@ -214,6 +245,28 @@ TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or w
           "--node-rank 5");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("--node-rank 5 is not below --nnodes 2"));
+  r = cli("run " + q(exp) + " --runs-dir " + q(runs) +
+          " train.batch_size=4 runtime.device=cuda --nproc-per-node 2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("CUDA is not available"));
+  CHECK_FALSE(fs::exists(runs));
+
+  // Ranks started by hand (torchrun's variables) with different overrides: both stop, exit 2,
+  // naming the rank and the line that differs; nothing is written.
+  const int port = unused_port();
+  const pid_t r0 = spawn({"run", exp.string(), "train.batch_size=4", "--runs-dir", runs.string()},
+                         tmp.path / "log0", 0, port);
+  const pid_t r1 = spawn(
+      {"run", exp.string(), "train.batch_size=4", "train.lr=0.5", "--runs-dir", runs.string()},
+      tmp.path / "log1", 1, port);
+  CHECK(wait_exit(r0) == 2);
+  CHECK(wait_exit(r1) == 2);
+  for (const char* log : {"log0", "log1"}) {
+    INFO(slurp(tmp.path / log));
+    CHECK_THAT(slurp(tmp.path / log),
+               Catch::Contains("rank 1's experiment config differs from rank 0's") &&
+                   Catch::Contains("lr: 0.5"));
+  }
   CHECK_FALSE(fs::exists(runs));
 }
 

@@ -97,8 +97,8 @@ class ProcessGroup {
   std::string get(const std::string& key);
 
   /// Checks that every rank has the same `value` for `what` (e.g. the experiment config): rank 0
-  /// publishes its value, the others compare. Throws UserError on the rank whose value differs,
-  /// naming the rank and the first differing line; rank 0 learns nothing (the others exit).
+  /// publishes its value, the others compare and publish their verdicts. Throws UserError on
+  /// every rank when one differs, naming that rank and the first differing line.
   void agree(const std::string& what, const std::string& value);
 
   /// Blocks until every rank called barrier(). Throws RankLost.

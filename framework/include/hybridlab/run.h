@@ -68,8 +68,8 @@ void check_batch_split(const Config& cfg, const std::vector<Variant>& variants,
                        const SweepOptions& sweep, int64_t world_size);
 
 /// The checks a launcher makes before it starts `world_size` ranks of `req` (nothing written):
-/// check_batch_split over the requested variants, and `jobs` == 1. Throws ConfigError /
-/// UserError.
+/// `jobs` == 1, check_batch_split and the pre-flight build of every requested variant (see
+/// run_experiment). Throws what they throw (ConfigError, PluginError, DataError, UserError).
 void check_data_parallel(const RunRequest& req, int64_t world_size);
 
 /// How `hybridlab run --nproc-per-node N` starts the ranks of a data-parallel job on this host.

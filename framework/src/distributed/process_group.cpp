@@ -21,8 +21,8 @@ namespace {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// The first line where `a` and `b` differ, 1-based, with both texts of it.
-std::string first_difference(const std::string& a, const std::string& b) {
+// The first line where rank 0's `a` and rank `rank`'s `b` differ, 1-based, with both texts.
+std::string first_difference(const std::string& a, const std::string& b, int64_t rank) {
   std::istringstream ia(a), ib(b);
   std::string la, lb;
   for (int line = 1;; ++line) {
@@ -31,7 +31,8 @@ std::string first_difference(const std::string& a, const std::string& b) {
     if (!more_a && !more_b) return "none";
     if (!more_a) la = "<end>";
     if (!more_b) lb = "<end>";
-    if (la != lb) return fmt::format("line {}: '{}' on rank 0, '{}' here", line, la, lb);
+    if (la != lb)
+      return fmt::format("line {}: '{}' on rank 0, '{}' on rank {}", line, la, lb, rank);
   }
 }
 
@@ -196,14 +197,21 @@ void ProcessGroup::agree(const std::string& what, const std::string& value) {
   const std::string key = "agree/" + what;
   if (env_.rank == 0) {
     set(key, value);
-    return;
+  } else {
+    const std::string theirs = get(key);
+    std::string verdict = "ok";
+    if (theirs != value) {
+      verdict = fmt::format(
+          "rank {}'s {} differs from rank 0's ({}); every rank must run the same command on the "
+          "same files",
+          env_.rank, what, first_difference(theirs, value, env_.rank));
+    }
+    set(fmt::format("{}/verdict/{}", key, env_.rank), verdict);
   }
-  const std::string theirs = get(key);
-  if (theirs != value) {
-    throw UserError(fmt::format(
-        "rank {}'s {} differs from rank 0's ({}); every rank must run the same command on the "
-        "same files",
-        env_.rank, what, first_difference(theirs, value)));
+  // Every rank learns every verdict, so that all of them stop before anything is written.
+  for (int64_t r = 1; r < env_.world_size; ++r) {
+    const std::string verdict = get(fmt::format("{}/verdict/{}", key, r));
+    if (verdict != "ok") throw UserError(verdict);
   }
 }
 

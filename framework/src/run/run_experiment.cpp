@@ -112,7 +112,13 @@ void check_data_parallel(const RunRequest& req, int64_t world_size) {
   }
   Config cfg = load_experiment_config(req.experiment_file, req.overrides);
   const Experiment exp = read_experiment(cfg);
-  check_batch_split(cfg, requested_variants(req, exp.sweep), exp.sweep, world_size);
+  const std::vector<Variant> mine = requested_variants(req, exp.sweep);
+  check_batch_split(cfg, mine, exp.sweep, world_size);
+  // Every model built once (a bad scheme, device or corpus is one error here, not one per
+  // rank); a build that crashes is recorded as that run's failure later, by rank 0.
+  preflight_variants(
+      cfg, mine, exp.sweep,
+      fs::absolute(fs::path(req.experiment_file)).parent_path().lexically_normal().string());
 }
 
 SweepOutcome run_experiment(const RunRequest& req) {

@@ -278,15 +278,20 @@ TEST_CASE("distributed: torchrun's variables, rendezvous errors and config agree
                       Catch::Contains("rank 1: the rendezvous at 127.0.0.1:") &&
                           Catch::Contains("did not complete within 1 s"));
   }
-  SECTION("ranks with different configs") {
-    std::string seen;
-    CHECK_THROWS_WITH(on_ranks(2,
-                               [&](ProcessGroup& g) {
-                                 g.agree("experiment config",
-                                         g.rank() == 0 ? "a: 1\nb: 2\n" : "a: 1\nb: 3\n");
-                               }),
-                      Catch::Contains("rank 1's experiment config differs from rank 0's") &&
-                          Catch::Contains("line 2: 'b: 2' on rank 0, 'b: 3' here"));
+  SECTION("ranks with different configs: every rank stops with the one that differs") {
+    std::vector<std::string> seen(3);
+    on_ranks(3, [&](ProcessGroup& g) {
+      try {
+        g.agree("experiment config", g.rank() == 2 ? "a: 1\nb: 3\n" : "a: 1\nb: 2\n");
+      } catch (const UserError& e) {
+        seen[static_cast<size_t>(g.rank())] = e.what();
+      }
+    });
+    for (const auto& message : seen) {
+      CHECK_THAT(message, Catch::Contains("rank 2's experiment config differs from rank 0's") &&
+                              Catch::Contains("line 2: 'b: 2' on rank 0, 'b: 3' on rank 2"));
+    }
+    on_ranks(2, [&](ProcessGroup& g) { g.agree("experiment config", "same"); });  // no throw
   }
 }
 
