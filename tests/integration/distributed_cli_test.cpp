@@ -4,10 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -21,6 +18,7 @@
 #include <vector>
 
 #include "cli_support.h"
+#include "support/loopback_port.h"
 
 namespace fs = std::filesystem;
 using clitest::cli;
@@ -101,19 +99,6 @@ pid_t rank_pid(pid_t parent, int rank) {
     }
   }
   return -1;
-}
-
-// A TCP port on loopback that nobody listens on now.
-int unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 int wait_exit(pid_t pid) {
@@ -253,7 +238,7 @@ TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or w
 
   // Ranks started by hand (torchrun's variables) with different overrides: both stop, exit 2,
   // naming the rank and the line that differs; nothing is written.
-  const int port = unused_port();
+  const int port = testsupport::unused_port();
   const pid_t r0 = spawn({"run", exp.string(), "train.batch_size=4", "--runs-dir", runs.string()},
                          tmp.path / "log0", 0, port);
   const pid_t r1 = spawn(

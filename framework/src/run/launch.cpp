@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +18,8 @@
 
 #include "hybridlab/run.h"
 #include "hybridlab/runtime.h"
+#include "run/child_process.h"
 #include "run/preflight.h"
-
-extern char** environ;
 
 namespace hybridlab {
 using Clock = std::chrono::steady_clock;
@@ -64,47 +62,19 @@ int exit_code(int status) {
 }
 
 pid_t start_rank(const LaunchOptions& o, int64_t local, int port, int64_t threads) {
-  std::vector<std::string> args = o.command;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  const int64_t world = o.nnodes * o.nproc_per_node;
-  env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local);
-  env["WORLD_SIZE"] = std::to_string(world);
-  env["LOCAL_RANK"] = std::to_string(local);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
-  env["GROUP_RANK"] = std::to_string(o.node_rank);
-  env["MASTER_ADDR"] = o.master_addr;
-  env["MASTER_PORT"] = std::to_string(port);
+  const std::map<std::string, std::string> rank = {
+      {"RANK", std::to_string(o.node_rank * o.nproc_per_node + local)},
+      {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
+      {"LOCAL_RANK", std::to_string(local)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(port)}};
   // The ranks of one host share its cores, as torchrun's OMP_NUM_THREADS default intends.
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
-    if (!env.count(var)) env[var] = std::to_string(threads);
-  }
-  std::vector<std::string> env_store;
-  for (const auto& [k, v] : env) env_store.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Own process group: a terminal's Ctrl-C reaches the launcher only, which forwards it once
-    // (a second signal would make a rank exit before its checkpoint).
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(130);
-    ::execve(argv[0], argv.data(), envp.data());
-    std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
+  std::map<std::string, std::string> split;
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"})
+    split[var] = std::to_string(threads);
+  const pid_t pid = start_child_process(o.command, environment_with(rank, split));
   if (pid < 0) {
     throw UserError(fmt::format("cannot start rank {}: {}", local, std::strerror(errno)));
   }

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,9 +18,8 @@
 
 #include "hybridlab/distributed.h"
 #include "hybridlab/trainer.h"
+#include "run/child_process.h"
 #include "run/preflight.h"
-
-extern char** environ;
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -167,44 +165,25 @@ pid_t start_child(const RunJob& job, const RunLock& lock, const ScheduleOptions&
   if (o.train_only) args.push_back("--train-only");
   if (o.quiet) args.push_back("--quiet");
   if (o.child_threads > 0) args.insert(args.end(), {"--threads", std::to_string(o.child_threads)});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   // BLAS threads follow the split too (OpenBLAS spins its own pool otherwise, which
   // oversubscribes the cores when several runs share them), unless the user set them.
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  std::map<std::string, std::string> threads;
   if (o.child_threads > 0) {
-    for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
-      if (!std::getenv(var)) env_store.push_back(fmt::format("{}={}", var, o.child_threads));
-    }
+    for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+      threads[var] = std::to_string(o.child_threads);
   }
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
   int log_fd = -1;
   if (o.jobs > 1) {
     log_fd = ::open((fs::path(job.dir) / "log.txt").c_str(),
                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Its own process group: a terminal's Ctrl-C reaches the parent only, which forwards one
-    // SIGTERM (two signals would make the child exit without its checkpoint).
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(130);  // the parent died before prctl
+  const pid_t pid = start_child_process(args, environment_with({}, threads), [&] {
     lock.inherit_into_child();
     if (log_fd >= 0) {
       ::dup2(log_fd, 1);
       ::dup2(log_fd, 2);
     }
-    ::execve(o.exe.c_str(), argv.data(), envp.data());
-    ::_exit(127);
-  }
+  });
   if (log_fd >= 0) ::close(log_fd);
   if (pid < 0) {
     throw UserError(

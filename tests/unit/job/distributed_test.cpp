@@ -5,9 +5,6 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -25,6 +22,7 @@
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
 #include "job_support.h"
+#include "support/loopback_port.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;
@@ -33,24 +31,8 @@ namespace fs = std::filesystem;
 namespace distributed_test {
 namespace {
 
-// A loopback TCP socket bound to a port the kernel picked; `port` reads it.
-struct BoundSocket {
-  int fd = -1;
-  int port = 0;
-  BoundSocket() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~BoundSocket() { ::close(fd); }
-};
-
-int unused_port() { return BoundSocket().port; }
+using testsupport::BoundSocket;
+using testsupport::unused_port;
 
 DistributedEnv env_of(int64_t rank, int64_t world, int port) {
   DistributedEnv e;
