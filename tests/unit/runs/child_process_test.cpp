@@ -39,9 +39,9 @@ TEST_CASE("child process: set replaces, defaults fill in only what is unset", "[
   ::setenv("HYBRIDLAB_CHILD_A", "outer", 1);
   ::setenv("HYBRIDLAB_CHILD_B", "outer", 1);
   ::unsetenv("HYBRIDLAB_CHILD_C");
-  const auto env = environment_with({{"HYBRIDLAB_CHILD_A", "set"}},
-                                    {{"HYBRIDLAB_CHILD_B", "default"},
-                                     {"HYBRIDLAB_CHILD_C", "default"}});
+  const auto env =
+      environment_with({{"HYBRIDLAB_CHILD_A", "set"}},
+                       {{"HYBRIDLAB_CHILD_B", "default"}, {"HYBRIDLAB_CHILD_C", "default"}});
   CHECK(has(env, "HYBRIDLAB_CHILD_A=set"));
   CHECK(has(env, "HYBRIDLAB_CHILD_B=outer"));
   CHECK(has(env, "HYBRIDLAB_CHILD_C=default"));
