@@ -16,13 +16,9 @@ namespace {
 // Data parallel: the sums of every rank's share, on every rank. Counts travel as doubles (exact
 // below 2^53).
 void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
-  if (!s.position_count.empty() || !s.position_loss_sum.empty()) {
-    s.position_loss_sum.resize(static_cast<size_t>(length), 0.0);
-    s.position_count.resize(static_cast<size_t>(length), 0);
-  }
-  // Whether any rank has the per-position curve (a rank with no examples has none).
-  const int64_t T = static_cast<int64_t>(s.position_count.size());
-  torch::Tensor has_curve = torch::tensor({static_cast<double>(T > 0)}, torch::kDouble);
+  // Whether any rank has the per-position curve ([length] when filled; a rank with no examples
+  // has none).
+  torch::Tensor has_curve = torch::tensor({s.position_count.empty() ? 0.0 : 1.0}, torch::kDouble);
   group.all_reduce_sum(has_curve);
   const int64_t curve = has_curve.item<double>() > 0 ? length : 0;
   s.position_loss_sum.resize(static_cast<size_t>(curve), 0.0);

@@ -103,13 +103,21 @@ std::vector<Variant> requested_variants(const RunRequest& req, const SweepOption
 
 }  // namespace
 
+namespace {
+
+// Every run of a data-parallel job uses all ranks: runs cannot also run side by side.
+void refuse_jobs(const RunRequest& req, int64_t world_size) {
+  if (req.jobs <= 1) return;
+  throw UserError(fmt::format(
+      "--jobs {} with {} data-parallel ranks: every run uses all ranks, one run at a time; "
+      "drop --jobs",
+      req.jobs, world_size));
+}
+
+}  // namespace
+
 void check_data_parallel(const RunRequest& req, int64_t world_size) {
-  if (req.jobs > 1) {
-    throw UserError(fmt::format(
-        "--jobs {} with {} data-parallel ranks: every run uses all ranks, one run at a time; "
-        "drop --jobs",
-        req.jobs, world_size));
-  }
+  refuse_jobs(req, world_size);
   Config cfg = load_experiment_config(req.experiment_file, req.overrides);
   const Experiment exp = read_experiment(cfg);
   const std::vector<Variant> mine = requested_variants(req, exp.sweep);
@@ -135,7 +143,7 @@ SweepOutcome run_experiment(const RunRequest& req) {
   const DistributedEnv denv = read_distributed_env();
   std::unique_ptr<ProcessGroup> group;
   if (denv.active()) {
-    if (req.jobs > 1) check_data_parallel(req, denv.world_size);  // says why not
+    refuse_jobs(req, denv.world_size);
     check_batch_split(cfg, mine, exp.sweep, denv.world_size);
     group = std::make_unique<ProcessGroup>(denv, std::chrono::seconds(120));
     group->agree(

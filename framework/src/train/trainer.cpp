@@ -253,15 +253,23 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   std::string last_ckpt_text =
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
 
-  FILE* metrics = writer ? std::fopen(metrics_path.c_str(), "a") : std::fopen("/dev/null", "w");
-  if (!metrics) {
+  // Rank 0 logs; the other ranks of a data-parallel run write nothing.
+  FILE* metrics = writer ? std::fopen(metrics_path.c_str(), "a") : nullptr;
+  if (writer && !metrics) {
     throw UserError(
         fmt::format("cannot append to '{}' (is the runs folder writable?)", metrics_path));
   }
   struct Closer {
     FILE* f;
-    ~Closer() { std::fclose(f); }
+    ~Closer() {
+      if (f) std::fclose(f);
+    }
   } closer{metrics};
+  const auto log_line = [metrics](const json& j) {
+    if (!metrics) return;
+    std::fputs((j.dump() + "\n").c_str(), metrics);
+    std::fflush(metrics);
+  };
 
   Progress progress(o.steps, start, hooks.quiet || !writer, o.log_every);
   if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
@@ -350,8 +358,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       line["allreduce_wait_s"] = reducer->wait_seconds() - allreduce_before;
       allreduce_before = reducer->wait_seconds();
     }
-    std::fputs((line.dump() + "\n").c_str(), metrics);
-    std::fflush(metrics);
+    log_line(line);
     progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
       // Data parallel: every rank scores its share of the examples; rank 0 logs.
@@ -359,8 +366,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                                              exp.eval.examples_during_training, group);
       json ev = {{"step", step + 1}, {"eval_length", r.length}};
       for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
-      std::fputs((ev.dump() + "\n").c_str(), metrics);
-      std::fflush(metrics);
+      log_line(ev);
       progress.note(fmt::format("step {} eval@{} {} {:.4f}", step + 1, r.length,
                                 task.primary_metric(), r.metrics.at(task.primary_metric())));
       model.train();
@@ -376,7 +382,6 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   summary.steps = step;
   summary.wall_s = seconds(Clock::now() - t_begin);
   if (reducer) summary.allreduce_wait_s = reducer->wait_seconds();
-  std::fflush(metrics);
   if (writer) {
     std::tie(summary.final_loss, summary.tokens_per_s) =
         logged_loss_and_rate(metrics_path, step, o.log_every);
