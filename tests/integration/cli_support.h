@@ -46,6 +46,25 @@ struct TempDir {
   }
 };
 
+/// Writes a tiny experiment (a 2-layer d_model 16 GA model on 4-pair MQAR at 32 tokens, one
+/// thread, the test plugins) named `name` with `train:` and `eval:` maps, plus `extra` lines.
+inline void write_tiny_experiment(const std::filesystem::path& file, const std::string& name,
+                                  const std::string& train, const std::string& eval,
+                                  const std::string& extra = "") {
+  std::ofstream(file) << "name: " << name
+                      << "\n"
+                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: "
+                         "2},\n"
+                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+                         "train: "
+                      << train << "\neval: " << eval
+                      << "\n"
+                         "runtime: {threads: 1}\n"
+                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n"
+                      << extra;
+}
+
 /// `p` in single quotes, for a shell command line.
 inline std::string q(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 

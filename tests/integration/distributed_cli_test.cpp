@@ -36,17 +36,7 @@ struct Tmp : clitest::TempDir {
 };
 
 void write_experiment(const fs::path& file, const std::string& train) {
-  std::ofstream(file) << "name: dp\n"
-                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: "
-                         "2},\n"
-                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
-                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
-                         "train: "
-                      << train
-                      << "\n"
-                         "eval: {lengths: [32], examples: 8}\n"
-                         "runtime: {threads: 1}\n"
-                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+  clitest::write_tiny_experiment(file, "dp", train, "{lengths: [32], examples: 8}");
 }
 
 std::vector<json> metrics(const fs::path& run) {

@@ -102,18 +102,7 @@ bool lock_free(const fs::path& run) {
 void write_experiment(
     const fs::path& file, const std::string& extra = "",
     const std::string& train = "{steps: 6, batch_size: 4, warmup_steps: 1, checkpoint_every: 3}") {
-  std::ofstream(file) << "name: tiny\n"
-                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: "
-                         "2},\n"
-                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
-                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
-                         "train: "
-                      << train
-                      << "\n"
-                         "eval: {lengths: [32, 64], examples: 8}\n"
-                         "runtime: {threads: 1}\n"
-                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n"
-                      << extra;
+  clitest::write_tiny_experiment(file, "tiny", train, "{lengths: [32, 64], examples: 8}", extra);
 }
 
 }  // namespace
