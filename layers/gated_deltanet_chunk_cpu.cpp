@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layers/cpu_blas.h"
+#include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 #include "layers/gated_deltanet_chunk_cpu.h"
 #include "layers/gated_deltanet_kernels.h"
@@ -183,7 +184,7 @@ ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q_in, const t
     // Heads are independent: one worker per range of (batch, value head) pairs, each calling
     // BLAS on its own thread.
     const cpu::SingleThreadedBlas single_threaded_blas;
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
       ChunkScratch<scalar_t> scratch(C, K, V);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / H, j = bh % H, kh = j / (H / Hk);  // value head j reads key head kh

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "layers/cpu_blas.h"
+#include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 #include "layers/gated_deltanet_chunk_cpu.h"
 #include "layers/gated_deltanet_kernels.h"
@@ -284,7 +285,7 @@ ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q_in, const to
                 "chunk_gated_delta_backward_cpu: saved tensors have the wrong layout");
     AT_DISPATCH_FLOATING_TYPES(dt, "chunk_gated_delta_backward_cpu", [&] {
       const cpu::SingleThreadedBlas single_threaded_blas;
-      at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+      cpu::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
         BackScratch<scalar_t> scratch(C, K, V);
         for (int64_t bh = begin; bh < end; ++bh) {
           const int64_t bi = bh / H, j = bh % H, kh = j / (H / Hk);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 
 #include <limits>
@@ -289,7 +290,7 @@ class ShortConvFunction : public torch::autograd::Function<ShortConvFunction> {
       const scalar_t* pp = pc.data_ptr<scalar_t>();
       const scalar_t* wp = wc.data_ptr<scalar_t>();
       scalar_t* up = u.data_ptr<scalar_t>();
-      at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           short_conv_any(xp + b * T * C, pp + b * (Kc - 1) * C, wp, up + b * T * C, T, C, Kc);
         }
@@ -316,7 +317,7 @@ class ShortConvFunction : public torch::autograd::Function<ShortConvFunction> {
       const scalar_t *sp = s.data_ptr<scalar_t>(), *dyp = dy.data_ptr<scalar_t>();
       scalar_t *gp = gbuf.data_ptr<scalar_t>(), *dxp = dx.data_ptr<scalar_t>();
       scalar_t *dpp = dprev.data_ptr<scalar_t>(), *dwp = dwt.data_ptr<scalar_t>();
-      at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
         scalar_t* dw_mine = dwp + at::get_thread_num() * Kc * C;
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t o = b * T * C, op = b * (Kc - 1) * C;

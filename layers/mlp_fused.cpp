@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 #include "layers/mlp.h"
 
@@ -70,7 +71,7 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
       const scalar_t* sp = sc.data_ptr<scalar_t>();
       const scalar_t* bp = bc.data_ptr<scalar_t>();
       scalar_t* hp = h.data_ptr<scalar_t>();
-      at::parallel_for(0, ac.numel(), kGrain,
+      cpu::parallel_for(0, ac.numel(), kGrain,
                        [&](int64_t i0, int64_t i1) { swiglu_forward_any(ap, sp, bp, hp, i0, i1); });
     });
     ctx->save_for_backward({ac, sc, bc});
@@ -89,7 +90,7 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
       const scalar_t* dhp = dh.data_ptr<scalar_t>();
       scalar_t* dap = da.data_ptr<scalar_t>();
       scalar_t* dbp = db.data_ptr<scalar_t>();
-      at::parallel_for(0, a.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+      cpu::parallel_for(0, a.numel(), kGrain, [&](int64_t i0, int64_t i1) {
         swiglu_backward_any(ap, sp, bp, dhp, dap, dbp, i0, i1);
       });
     });

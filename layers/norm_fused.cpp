@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 #include "layers/norm.h"
 
@@ -133,7 +134,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       const scalar_t* sp = ptr_or_null<scalar_t>(sg);
       scalar_t* yp = y.data_ptr<scalar_t>();
       scalar_t* rp = rinv.data_ptr<scalar_t>();
-      at::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
+      cpu::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
         rms_forward_any(xp, wp, zp, sp, yp, rp, r0, r1, D, eps);
       });
     });
@@ -163,7 +164,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       scalar_t* dxp = dx.data_ptr<scalar_t>();
       scalar_t* dzp = dz.defined() ? dz.data_ptr<scalar_t>() : nullptr;
       scalar_t* dwp = dw_rows.data_ptr<scalar_t>();
-      at::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
+      cpu::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
         rms_backward_any(xp, wp, zp, sp, rp, dyp, dxp, dzp, dwp + at::get_thread_num() * D, r0, r1,
                          D);
       });

@@ -27,7 +27,7 @@ trap 'echo "setup.sh: FAILED at step: ${current_step} (exit code $?). Fix the ca
 
 # ---- 1. system packages
 packages=(
-  g++ make cmake ninja-build ccache git ca-certificates pkg-config
+  g++ clang make cmake ninja-build ccache git ca-certificates pkg-config
   libtorch-dev libopenblas0-openmp libgloo-dev
   libyaml-cpp-dev libboost-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libbenchmark-dev gnuplot-nox
@@ -79,7 +79,15 @@ if [ "${CI:-}" = true ]; then werror=ON; fi
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 # Paths under the checkout are hashed relative to it, so clones at other paths share the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYBRIDLAB_WERROR="$werror" >/dev/null
+# Clang builds this project about 3x faster than GCC (CMakeLists.txt says why); CXX overrides it.
+cxx=$(command -v "${CXX:-clang++}" || command -v c++)
+# CMake drops the -D options of a build folder whose compiler changes; start that one afresh.
+if [ -f "$build_dir/CMakeCache.txt" ] &&
+  ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=${cxx}\$" "$build_dir/CMakeCache.txt"; then
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
+  -DHYBRIDLAB_WERROR="$werror" >/dev/null
 step "building (ninja; the first build takes a few minutes)"
 start=$(date +%s)
 cmake --build "$build_dir"

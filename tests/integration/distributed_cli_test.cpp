@@ -199,6 +199,55 @@ TEST_CASE("distributed cli: SIGTERM to the launcher stops every rank after one s
   CHECK(res["train"]["resumed_from"].get<int64_t>() == stopped);
 }
 
+TEST_CASE("distributed cli: validation sets and eval variants scored by both ranks, as one process",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tune.yaml";
+  auto write = [&](const std::string& variants) {
+    clitest::write_tiny_experiment(exp, "tune", "{steps: 12, batch_size: 4, warmup_steps: 2}",
+                                   "{lengths: [32], examples: 8, variants: {" + variants + "}}",
+                                   "sweep: {tune: {train.lr: [0.003, 0.01]}}\n");
+  };
+  const std::string both =
+      "generated: {eval.scoring: generated}, chunk8: {model.gated_deltanet.chunk_size: 8}";
+  write(both);
+  const Result one = cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "one") + " --quiet");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  // The ranks' first run lacks a variant; the second run adds it to the finished runs, which
+  // takes the path where rank 0 alone knows what is missing.
+  write("generated: {eval.scoring: generated}");
+  Result two =
+      cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "two") + " --nproc-per-node 2 --quiet");
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  write(both);
+  two = cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "two") + " --nproc-per-node 2 --quiet");
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  for (const char* run : {"lr-0.003", "lr-0.01"}) {
+    const json a = json::parse(slurp(tmp.path / "one" / "tune" / run / "results.json"));
+    const json b = json::parse(slurp(tmp.path / "two" / "tune" / run / "results.json"));
+    INFO(run << "\none process: " << a.dump() << "\n2 ranks: " << b.dump());
+    REQUIRE(b["eval_variants"].size() == 2);
+    CHECK(b["eval_variants"][0]["name"] == "generated");
+    CHECK(b["eval_variants"][1]["name"] == "chunk8");
+    const std::vector<std::pair<json, json>> scored = {
+        {a["validation"]["32"], b["validation"]["32"]},
+        {a["eval_variants"][0]["eval"]["32"], b["eval_variants"][0]["eval"]["32"]},
+        {a["eval_variants"][1]["eval"]["32"], b["eval_variants"][1]["eval"]["32"]}};
+    for (const auto& [x, y] : scored) {
+      REQUIRE(y.size() == x.size());
+      CHECK(y["examples"] == 8);
+      for (const auto& [metric, value] : x.items()) {
+        if (!value.is_number()) continue;
+        INFO(metric);
+        CHECK(y[metric].get<double>() == Approx(value.get<double>()).epsilon(1e-4));
+      }
+    }
+  }
+}
+
 TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or written",
           "[distributed][cli]") {
   Tmp tmp;

@@ -34,8 +34,9 @@ LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions
 
 /// The tuning score set: `exp.eval.examples` examples of Task::validation_set at the training
 /// length (disjoint from every eval set of exp.eval.lengths), scored like evaluate_length.
-/// Throws DataError when the task has no validation examples left.
-LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp);
+/// Throws DataError when the task has no validation examples left. `group`: as evaluate_length.
+LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp,
+                                 ProcessGroup* group = nullptr);
 
 /// Every length of exp.eval.lengths; results in length order. `group`: as evaluate_length.
 std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp,

@@ -117,12 +117,13 @@ LengthResult evaluate_length(LanguageModel& model, Task& task, const EvalOptions
                    task.eval_set(length, examples, static_cast<uint64_t>(eval.seed)), group);
 }
 
-LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp) {
+LengthResult evaluate_validation(LanguageModel& model, Task& task, const Experiment& exp,
+                                 ProcessGroup* group) {
   const int64_t L = task.seq_len();
   return score_set(model, task, exp.eval, L,
                    task.validation_set(L, exp.eval.examples, static_cast<uint64_t>(exp.eval.seed),
                                        exp.eval.lengths, exp.eval.examples),
-                   nullptr);
+                   group);
 }
 
 std::vector<LengthResult> evaluate(LanguageModel& model, Task& task, const Experiment& exp,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -64,15 +65,17 @@ void init_weights_from(LanguageModel& model, const std::string& from) {
   }
 }
 
-// Evaluates each of `variants` on the weights of `trained` (built from `cfg`).
+// Evaluates each of `variants` on the weights of `trained` (built from `cfg`); with `group`, every
+// rank scores its share of each.
 std::vector<EvalVariantResult> evaluate_variants(const Config& cfg, const std::string& config_dir,
                                                  LanguageModel& trained,
-                                                 const std::vector<EvalVariant>& variants) {
+                                                 const std::vector<EvalVariant>& variants,
+                                                 ProcessGroup* group = nullptr) {
   std::vector<EvalVariantResult> out;
   for (const EvalVariant& v : variants) {
     BuiltRun vb = build_run(eval_variant_config(cfg, v), config_dir);
     adopt_trained_weights(trained, *vb.model, v);
-    out.push_back({v.name, eval_variant_text(v), evaluate(*vb.model, *vb.exp.task, vb.exp)});
+    out.push_back({v.name, eval_variant_text(v), evaluate(*vb.model, *vb.exp.task, vb.exp, group)});
   }
   return out;
 }
@@ -90,21 +93,69 @@ void merge_variants(std::vector<EvalVariantResult>& into,
   }
 }
 
+bool leads(const ExecuteOptions& opts) { return !opts.group || opts.group->rank() == 0; }
+
+// Data parallel: the ranks must evaluate the same variants in the same order, and only rank 0
+// reads the results it recorded. Rank 0 runs `decide` and publishes the names it returned (none
+// when `decide` throws, so that no rank waits for it); the others take those of `listed`.
+std::vector<EvalVariant> agree_on_variants(
+    const ExecuteOptions& opts, const RunFolder& folder, const std::vector<EvalVariant>& listed,
+    const std::function<std::vector<EvalVariant>()>& decide) {
+  if (!opts.group) return decide();
+  const std::string key = "variants/" + fs::path(folder.dir()).filename().string();
+  if (opts.group->rank() == 0) {
+    std::vector<EvalVariant> todo;
+    try {
+      todo = decide();
+    } catch (...) {
+      opts.group->set(key, "");
+      throw;
+    }
+    std::string names;
+    for (const EvalVariant& v : todo) names += v.name + "\n";
+    opts.group->set(key, names);
+    return todo;
+  }
+  const std::string names = "\n" + opts.group->get(key);
+  std::vector<EvalVariant> todo;
+  for (const EvalVariant& v : listed) {
+    if (names.find("\n" + v.name + "\n") != std::string::npos) todo.push_back(v);
+  }
+  return todo;
+}
+
 // A finished run asked for eval variants it lacks: evaluates them from its checkpoint and adds
 // them to its results. Its status and training results are left as they are, also on failure.
 void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunIdentity& id,
                           const ExecuteOptions& opts) {
-  std::optional<RunResults> r = folder.results();
   BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
-  if (!r || load_model_checkpoint(*b.model, folder.dir()) < 0) {
-    throw UserError(
-        fmt::format("'{}' is finished but holds no results or checkpoint to evaluate "
-                    "eval variants on",
-                    folder.dir()));
-  }
-  const std::vector<EvalVariant> todo = variants_without_results(b.exp.eval.variants, r);
-  merge_variants(r->variants, evaluate_variants(cfg, id.config_dir, *b.model, todo));
+  auto load_checkpoint = [&](bool have_results) {
+    if (!have_results || load_model_checkpoint(*b.model, folder.dir()) < 0) {
+      throw UserError(
+          fmt::format("'{}' is finished but holds no results or checkpoint to evaluate "
+                      "eval variants on",
+                      folder.dir()));
+    }
+  };
+  std::optional<RunResults> r;
+  const std::vector<EvalVariant> todo = agree_on_variants(opts, folder, b.exp.eval.variants, [&] {
+    r = folder.results();
+    load_checkpoint(r.has_value());
+    return variants_without_results(b.exp.eval.variants, r);
+  });
+  if (todo.empty()) return;
+  if (!leads(opts)) load_checkpoint(true);
+  const std::vector<EvalVariantResult> done =
+      evaluate_variants(cfg, id.config_dir, *b.model, todo, opts.group);
+  if (!leads(opts)) return;
+  merge_variants(r->variants, done);
   folder.write_results(*r);
+}
+
+// Whether the run's config lists eval variants.
+bool lists_variants(const Config& cfg) {
+  const YAML::Node listed = cfg.lookup("eval.variants");
+  return listed.IsDefined() && !listed.IsNull();
 }
 
 // Starts a run that has no checkpoint from train.init_from, if set.
@@ -128,14 +179,20 @@ TrainSummary train_run(const RunFolder& folder, BuiltRun& b, const ExecuteOption
 void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   const auto t0 = Clock::now();
   auto [cfg, id] = folder_config(folder);
-  if (opts.group && opts.group->rank() != 0) {
-    // Another rank of a data-parallel job: it trains and scores its share of the eval examples;
-    // rank 0 records, and alone scores validation sets and eval variants.
-    if (folder.status().state == RunState::kFinished && !opts.train_only) return;
+  if (!leads(opts)) {
+    // Another rank of a data-parallel job: it trains and scores its share of every evaluation
+    // (eval lengths, validation set, eval variants) in rank 0's order; rank 0 records.
+    if (folder.status().state == RunState::kFinished && !opts.train_only) {
+      add_missing_variants(folder, cfg, id, opts);
+      return;
+    }
     BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
     start_weights(folder, b);
     train_run(folder, b, opts);
-    if (!opts.train_only) evaluate(*b.model, *b.exp.task, b.exp, opts.group);
+    if (opts.train_only) return;
+    evaluate(*b.model, *b.exp.task, b.exp, opts.group);
+    if (!id.tuned.empty()) evaluate_validation(*b.model, *b.exp.task, b.exp, opts.group);
+    if (lists_variants(cfg)) add_missing_variants(folder, cfg, id, opts);
     return;
   }
   if (folder.status().state == RunState::kFinished && !opts.train_only) {
@@ -153,7 +210,9 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
                           ts.tokens_per_s, ts.wall_s,       ts.model_s};
     if (!opts.train_only) {
       r.eval = evaluate(*b.model, *b.exp.task, b.exp, opts.group);
-      if (!id.tuned.empty()) r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
+      if (!id.tuned.empty()) {
+        r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp, opts.group)};
+      }
     }
     folder.write_results(r);
     folder.write_status(opts.train_only ? RunState::kTrained : RunState::kFinished, "",
@@ -171,10 +230,7 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
   }
   // Eval variants come after the run is finished and recorded: one that fails (e.g. it would
   // change the parameters) is reported without costing the run its results.
-  const YAML::Node listed = cfg.lookup("eval.variants");
-  if (!opts.train_only && listed.IsDefined() && !listed.IsNull()) {
-    add_missing_variants(folder, cfg, id, opts);
-  }
+  if (!opts.train_only && lists_variants(cfg)) add_missing_variants(folder, cfg, id, opts);
 }
 
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths,
