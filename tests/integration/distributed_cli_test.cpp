@@ -209,14 +209,14 @@ TEST_CASE("distributed cli: validation sets and eval variants scored by both ran
                                    "sweep: {tune: {train.lr: [0.003, 0.01]}}\n");
   };
   const std::string both =
-      "generated: {eval.scoring: generated}, chunk8: {model.gated_deltanet.chunk_size: 8}";
+      "window: {model.attention.window: 8}, chunk8: {model.gated_deltanet.chunk_size: 8}";
   write(both);
   const Result one = cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "one") + " --quiet");
   INFO(one.out);
   REQUIRE(one.code == 0);
   // The ranks' first run lacks a variant; the second run adds it to the finished runs, which
   // takes the path where rank 0 alone knows what is missing.
-  write("generated: {eval.scoring: generated}");
+  write("window: {model.attention.window: 8}");
   Result two =
       cli("run " + q(exp) + " --runs-dir " + q(tmp.path / "two") + " --nproc-per-node 2 --quiet");
   INFO(two.out);
@@ -230,7 +230,7 @@ TEST_CASE("distributed cli: validation sets and eval variants scored by both ran
     const json b = json::parse(slurp(tmp.path / "two" / "tune" / run / "results.json"));
     INFO(run << "\none process: " << a.dump() << "\n2 ranks: " << b.dump());
     REQUIRE(b["eval_variants"].size() == 2);
-    CHECK(b["eval_variants"][0]["name"] == "generated");
+    CHECK(b["eval_variants"][0]["name"] == "window");
     CHECK(b["eval_variants"][1]["name"] == "chunk8");
     const std::vector<std::pair<json, json>> scored = {
         {a["validation"]["32"], b["validation"]["32"]},
