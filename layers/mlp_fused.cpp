@@ -71,8 +71,9 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
       const scalar_t* sp = sc.data_ptr<scalar_t>();
       const scalar_t* bp = bc.data_ptr<scalar_t>();
       scalar_t* hp = h.data_ptr<scalar_t>();
-      cpu::parallel_for(0, ac.numel(), kGrain,
-                       [&](int64_t i0, int64_t i1) { swiglu_forward_any(ap, sp, bp, hp, i0, i1); });
+      cpu::parallel_for(0, ac.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+        swiglu_forward_any(ap, sp, bp, hp, i0, i1);
+      });
     });
     ctx->save_for_backward({ac, sc, bc});
     return {h};
