@@ -99,7 +99,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   omp.parallel(run_member, &job, 0, 0);
   if (job.error) std::rethrow_exception(job.error);
 #else
-  cpu::parallel_for(begin, end, grain, f);
+  at::parallel_for(begin, end, grain, f);  // ATen's native pool: threaded from any file
 #endif
 }
 

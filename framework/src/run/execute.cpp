@@ -129,22 +129,21 @@ std::vector<EvalVariant> agree_on_variants(
 void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunIdentity& id,
                           const ExecuteOptions& opts) {
   BuiltRun b = build_run(cfg, id.config_dir, opts.threads);
-  auto load_checkpoint = [&](bool have_results) {
-    if (!have_results || load_model_checkpoint(*b.model, folder.dir()) < 0) {
-      throw UserError(
-          fmt::format("'{}' is finished but holds no results or checkpoint to evaluate "
-                      "eval variants on",
-                      folder.dir()));
-    }
+  auto nothing_to_evaluate = [&] {
+    return UserError(
+        fmt::format("'{}' is finished but holds no results or checkpoint to evaluate "
+                    "eval variants on",
+                    folder.dir()));
   };
   std::optional<RunResults> r;
   const std::vector<EvalVariant> todo = agree_on_variants(opts, folder, b.exp.eval.variants, [&] {
     r = folder.results();
-    load_checkpoint(r.has_value());
+    if (!r || load_model_checkpoint(*b.model, folder.dir()) < 0) throw nothing_to_evaluate();
     return variants_without_results(b.exp.eval.variants, r);
   });
   if (todo.empty()) return;
-  if (!leads(opts)) load_checkpoint(true);
+  if (!leads(opts) && load_model_checkpoint(*b.model, folder.dir()) < 0)
+    throw nothing_to_evaluate();
   const std::vector<EvalVariantResult> done =
       evaluate_variants(cfg, id.config_dir, *b.model, todo, opts.group);
   if (!leads(opts)) return;
