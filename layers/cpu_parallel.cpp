@@ -17,6 +17,7 @@
 #include <exception>
 
 namespace hybridlab::cpu {
+#if AT_PARALLEL_OPENMP
 namespace {
 
 struct OpenMpRuntime {
@@ -30,13 +31,11 @@ struct OpenMpRuntime {
 const OpenMpRuntime& openmp_runtime() {
   static const OpenMpRuntime runtime = [] {
     OpenMpRuntime r;
-#if AT_PARALLEL_OPENMP
     r.parallel = reinterpret_cast<decltype(r.parallel)>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
     r.thread_num =
         reinterpret_cast<decltype(r.thread_num)>(dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
     r.num_threads =
         reinterpret_cast<decltype(r.num_threads)>(dlsym(RTLD_DEFAULT, "omp_get_num_threads"));
-#endif
     return r;
   }();
   return runtime;
@@ -73,6 +72,7 @@ void run_member(void* data) {
 }
 
 }  // namespace
+#endif  // AT_PARALLEL_OPENMP
 
 bool parallel_for_is_threaded() {
 #if AT_PARALLEL_OPENMP
