@@ -42,6 +42,8 @@ struct BlasKernels {
                          ///< empty when the BLAS is not a dynamic-arch OpenBLAS
   std::string active;    ///< the kernel set in use after the call
   std::string note;      ///< why active differs from detected, or why nothing was changed
+  std::string faster;    ///< faster kernels this CPU supports that OPENBLAS_CORETYPE ruled
+                         ///< out ("SkylakeX"); empty otherwise
 };
 
 /// Makes OpenBLAS use the fastest kernels this CPU supports when its own CPU detection fell
@@ -52,8 +54,9 @@ struct BlasKernels {
 /// "Haswell" (AVX2 + FMA), which is what that variable does when set before the program starts.
 /// Leaves alone: a BLAS other than OpenBLAS, an OpenBLAS built for a single core type, a
 /// detection already as good, and a process started with OPENBLAS_CORETYPE set (the user's
-/// choice wins). Runs once per process; later calls return the first result. Call it at startup,
-/// before any BLAS work (apply_runtime and the CLI do). Never throws.
+/// choice wins; `faster` then names better kernels it rules out, which apply_runtime warns of).
+/// Runs once per process; later calls return the first result. Call it at startup, before any BLAS
+/// work (apply_runtime and the CLI do). Never throws.
 BlasKernels select_blas_kernels();
 
 /// Keeps freed blocks of up to 32 MiB in glibc malloc's heap (M_MMAP_THRESHOLD 32 MiB,

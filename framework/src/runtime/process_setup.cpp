@@ -6,6 +6,8 @@
 #include <malloc.h>
 #endif
 
+#include <strings.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -18,12 +20,13 @@ namespace {
 
 // 2 = AVX-512 kernels, 1 = AVX2 + FMA kernels, 0 = anything older. Names as OpenBLAS spells
 // them in openblas_get_corename().
+// Case-insensitive, as OpenBLAS reads OPENBLAS_CORETYPE.
 int kernel_tier(const std::string& core) {
   for (const char* n : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
-    if (core == n) return 2;
+    if (strcasecmp(core.c_str(), n) == 0) return 2;
   }
   for (const char* n : {"Haswell", "Zen", "Excavator"}) {
-    if (core == n) return 1;
+    if (strcasecmp(core.c_str(), n) == 0) return 1;
   }
   return 0;
 }
@@ -63,11 +66,17 @@ BlasKernels select_once() {
     r.note = "OpenBLAS built for one core type: nothing to choose";
     return r;
   }
+  const char* wanted = wanted_kernels();
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE")) {
     r.note = std::string("chosen by OPENBLAS_CORETYPE=") + forced;
+    // Honoured, but said: a machine image may set it for its oldest hosts, and on an AVX-512
+    // CPU the AVX2 kernels run sgemm at about half the rate.
+    if (wanted && kernel_tier(r.active) < kernel_tier(wanted)) {
+      r.faster = wanted;
+      r.note += std::string("; this CPU runs ") + wanted + " kernels, unset it to use them";
+    }
     return r;
   }
-  const char* wanted = wanted_kernels();
   if (!wanted || kernel_tier(r.detected) >= kernel_tier(wanted)) return r;
   // gotoblas_dynamic_init reads OPENBLAS_CORETYPE; quit clears the current choice so init
   // selects again (it returns early while one is set). The env variable also carries the

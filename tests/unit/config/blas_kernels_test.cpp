@@ -3,6 +3,9 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <strings.h>
+
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -28,6 +31,29 @@ TEST_CASE("BLAS kernels: an AVX2 CPU never runs OpenBLAS's pre-AVX2 kernels", "[
   // Once per process: the second call reports the same choice.
   CHECK(hybridlab::select_blas_kernels().active == k.active);
   CHECK_THAT(hybridlab::blas_backend(), Catch::Matchers::Contains(k.active));
+}
+
+TEST_CASE("BLAS kernels: an OPENBLAS_CORETYPE below this CPU's best is honoured and named",
+          "[runtime]") {
+  const hybridlab::BlasKernels k = hybridlab::select_blas_kernels();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  INFO("OPENBLAS_CORETYPE '" << (forced ? forced : "") << "', active '" << k.active << "', faster '"
+                             << k.faster << "'");
+  if (k.detected.empty() || k.note.rfind("OpenBLAS built for one", 0) == 0 || !forced) {
+    CHECK(k.faster.empty());  // nothing forced: hybridlab chose, nothing better is left
+    return;
+  }
+  CHECK(strcasecmp(k.active.c_str(), forced) == 0);  // the user's choice stands
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (avx512 && strcasecmp(forced, "Haswell") == 0) {
+    CHECK(k.faster == "SkylakeX");
+    CHECK_THAT(k.note, Catch::Matchers::Contains("unset it"));
+  }
+  if (strcasecmp(forced, "SkylakeX") == 0) CHECK(k.faster.empty());
+#endif
 }
 
 TEST_CASE("BLAS kernels: sgemm, batched gemm and the triangular solve match double", "[runtime]") {
