@@ -13,25 +13,29 @@
 //      batch 8 × 128
 //   M: d_model 128, GGGA × 2, 4 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 2, SwiGLU 512,
 //      batch 8 × 512
-// Counters: tokens_per_s and GFLOP_per_s of both (training FLOPs = 3 × the model summary's forward
-// FLOPs per token), the fused one's fraction of this machine's sgemm GFLOP/s measured in the same
-// run with the same threads, and fused_over_unfused (the speed ratio). Threads:
-// HYBRIDLAB_BENCH_THREADS (default 1).
+// Counters: steady-state tokens_per_s (the steps after the first) and GFLOP_per_s of both
+// (training FLOPs = 3 × the model summary's forward FLOPs per token), the fused one's fraction of
+// this machine's sgemm GFLOP/s measured in the same run with the same threads, fused_over_unfused
+// (the speed ratio) and, on one thread with two cores present, two_threads_over_one (the fused
+// model trained on two threads in the same rounds). Threads: HYBRIDLAB_BENCH_THREADS (default 1).
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 
 namespace fs = std::filesystem;
@@ -118,11 +122,30 @@ const StepConfig kConfigM{
     "{d_model: 128, vocab_size: 256, layers: {pattern: GGGA, repeat: 2},\n"
     "        attention: {n_heads: 4, position: {scheme: rope}}, mlp: {intermediate_size: 512},\n"
     "        gated_deltanet: {n_heads: 4, head_dim: 32, expand_v: 2, chunk_size: 64}}",
-    512, 4};
+    512, 5};
 
-// One training run of `steps` steps; returns {tokens/s, forward FLOPs per token}.
+// Steady-state tokens/s of a run: all tokens over all time of the steps after the first, from
+// its metrics.jsonl. The first step first-touches the process's working memory (about 1 GB of
+// page faults on M, a one-off cost that is mostly serial) and would weigh on a short run's mean.
+double steady_tokens_per_s(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  double inv_sum = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("tokens_per_s") || j.value("step", 0) < 2) continue;
+    inv_sum += 1.0 / j["tokens_per_s"].get<double>();
+    ++n;
+  }
+  if (n == 0) throw std::runtime_error("bench: no steady-state step in " + run_dir.string());
+  return n / inv_sum;
+}
+
+// One training run of `steps` steps on `threads` intra-op threads (LibTorch's and OpenBLAS's);
+// returns {steady-state tokens/s, forward FLOPs per token}.
 std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::path& corpus,
-                                     int round) {
+                                     int round, int threads = 1) {
   std::string model = c.model;  // the unfused run: every layer in its reference form
   if (!fused) {
     model.insert(model.rfind("chunk_size"), "fused_kernels: false, ");
@@ -149,9 +172,15 @@ std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::
                                    std::to_string(round) + (fused ? "f" : "u"));
   TrainerHooks quiet;
   quiet.quiet = true;
-  const TrainSummary s = train(*m, *exp.task, exp, dir.string(), quiet);
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  train(*m, *exp.task, exp, dir.string(), quiet);
+  at::set_num_threads(threads_before);
+  set_blas_threads(threads_before);
+  const double tokens_per_s = steady_tokens_per_s(dir);
   fs::remove_all(dir);
-  return {s.tokens_per_s, m->summary(c.seq_len).flops_per_token};
+  return {tokens_per_s, m->summary(c.seq_len).flops_per_token};
 }
 
 void run_fused_vs_unfused(benchmark::State& state, const StepConfig& c) {
@@ -159,8 +188,12 @@ void run_fused_vs_unfused(benchmark::State& state, const StepConfig& c) {
   // This machine's sgemm rate, same threads, best of several calls.
   const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
   double sgemm_s = 1e30;
-  double fused_tps = 0, unfused_tps = 0, flops = 0;
+  double fused_tps = 0, unfused_tps = 0, flops = 0, two_tps = 0;
   int round = 0;
+  // On one thread (the default), each round also trains the fused model on two threads, so the
+  // thread scaling is a ratio of the same rounds too.
+  const int threads = at::get_num_threads();
+  const bool compare_threads = threads == 1 && hardware_threads() >= 2;
   for (auto _ : state) {
     for (int i = 0; i < 5; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -168,13 +201,15 @@ void run_fused_vs_unfused(benchmark::State& state, const StepConfig& c) {
       sgemm_s = std::min(
           sgemm_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    const auto f = train_once(c, true, corpus, round);
-    const auto u = train_once(c, false, corpus, round);
+    const auto f = train_once(c, true, corpus, round, threads);
+    const auto u = train_once(c, false, corpus, round, threads);
+    if (compare_threads) two_tps = std::max(two_tps, train_once(c, true, corpus, round, 2).first);
     ++round;
     fused_tps = std::max(fused_tps, f.first);
     unfused_tps = std::max(unfused_tps, u.first);
     flops = f.second;
   }
+  if (compare_threads) state.counters["two_threads_over_one"] = two_tps / fused_tps;
   fs::remove_all(corpus);
   const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / sgemm_s / 1e9;
   const double fused_gflops = 3 * flops * fused_tps / 1e9;
