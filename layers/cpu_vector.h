@@ -4,6 +4,7 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
 #include <initializer_list>
 
 namespace hybridlab::cpu {
@@ -27,6 +28,23 @@ inline bool cpu_floating(std::initializer_list<torch::Tensor> tensors) {
     if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble) return false;
   }
   return true;
+}
+
+/// a·b over n elements, in 16 independent partial sums. One running sum is a chain of dependent
+/// multiply-adds (a few cycles each) that the compiler may not reorder; separate lanes are what it
+/// can keep in vector registers. Inlined, so each vector-width clone of a caller gets its own.
+template <class S>
+inline __attribute__((always_inline)) S dot(const S* a, const S* b, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  S lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
+  }
+  S acc = 0;
+  for (; i < n; ++i) acc += a[i] * b[i];
+  for (int64_t l = 0; l < kLanes; ++l) acc += lane[l];
+  return acc;
 }
 
 }  // namespace hybridlab::cpu

@@ -85,23 +85,6 @@ struct BackScratch {
         Rx(C) {}
 };
 
-// a·b in 16 independent partial sums: one running sum is a chain of dependent multiply-adds (a
-// few cycles each, a sixth of this kernel's time at d_v 128), while separate lanes are what the
-// compiler can keep in vector registers without reordering any one sum.
-template <class S>
-inline __attribute__((always_inline)) S dot(const S* a, const S* b, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  S lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
-  }
-  S acc = 0;
-  for (; i < n; ++i) acc += a[i] * b[i];
-  for (int64_t l = 0; l < kLanes; ++l) acc += lane[l];
-  return acc;
-}
-
 template <class S>
 inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& x, int64_t T,
                                                              int64_t C, int64_t K, int64_t V,
@@ -158,14 +141,14 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
     for (int64_t i = 0; i < n; ++i) {
       S* dki = dkn + i * x.ldd_qk;
       for (int64_t d = 0; d < K; ++d) dki[d] *= to_end[i];
-      r[i] = dot(kn + i * x.ldk, dki, K);
+      r[i] = cpu::dot(kn + i * x.ldk, dki, K);
     }
     // dQ = s diag(γ) dO hᵀ; e_i (γ_i's share) starts as q_i · dQ_i.
     cpu::gemm<S>(false, true, n, K, V, scale, don, x.ldo, h, V, 0, dqn, x.ldd_qk);
     for (int64_t i = 0; i < n; ++i) {
       S* dqi = dqn + i * x.ldd_qk;
       for (int64_t d = 0; d < K; ++d) dqi[d] *= eg[i];
-      e[i] = dot(qn + i * x.ldq, dqi, K);
+      e[i] = cpu::dot(qn + i * x.ldq, dqi, K);
     }
     // X = M ⊙ P (strictly lower: the D-terms of dg); M ← M ⊙ D (lower incl.), then
     // dQ += s M K and dK += s Mᵀ Q.
@@ -187,11 +170,11 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
       const S bg = b[i] * eg[i];
       S* dki = dkn + i * x.ldd_qk;
       const S* dkti = dkt + i * K;
-      const S kdk = dot(ki, dkti, K);
+      const S kdk = cpu::dot(ki, dkti, K);
       for (int64_t d = 0; d < K; ++d) dki[d] += bg * dkti[d];
       e[i] += bg * kdk;
       // dβ_i, and dG = dA ⊙ βD in place of dA (strictly lower, zero elsewhere), X += dG ⊙ G.
-      S db = dot(dvt + i * V, vn_in + i * x.ldv, V) + eg[i] * kdk;
+      S db = cpu::dot(dvt + i * V, vn_in + i * x.ldv, V) + eg[i] * kdk;
       for (int64_t j = 0; j < i; ++j) {
         const S gd = G[i * C + j] * D[i * C + j];
         const S da = dA[i * C + j];
@@ -211,7 +194,7 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
     cpu::gemm<S>(true, false, n, K, n, 1, dA, C, kn, x.ldk, 1, dkn, x.ldd_qk);
 
     // ---- the log decays ----------------------------------------------------------------------
-    const S c_term = chunk_decay * dot(h, dh, K * V);
+    const S c_term = chunk_decay * cpu::dot(h, dh, K * V);
     {
       // Σ_{i≥s} e_i as a suffix sum, Σ_{i<s} r_i as a prefix sum, and Σ_{i≥s>j} X_ij as
       // Σ_{j<s} (column suffix sums of X), rows added while s descends.

@@ -36,8 +36,7 @@ inline __attribute__((always_inline)) void forward_rows(const S* x, const S* w, 
   for (int64_t r = r0; r < r1; ++r) {
     const S* __restrict xr = x + r * D;
     S* __restrict yr = y + r * D;
-    S ss = 0;
-    for (int64_t d = 0; d < D; ++d) ss += xr[d] * xr[d];
+    const S ss = cpu::dot(xr, xr, D);
     const S inv = static_cast<S>(1.0 / std::sqrt(static_cast<double>(ss) / D + eps));
     rinv[r] = inv;
     if (z) {
@@ -62,7 +61,6 @@ inline __attribute__((always_inline)) void backward_rows(const S* x, const S* w,
     const S* __restrict xr = x + r * D;
     const S* __restrict dyr = dy + r * D;
     S* __restrict dxr = dx + r * D;
-    S dot = 0;
     if (z) {
       const S* __restrict zr = z + r * D;
       const S* __restrict sr = sg + r * D;
@@ -73,17 +71,17 @@ inline __attribute__((always_inline)) void backward_rows(const S* x, const S* w,
         dw_acc[d] += dyr[d] * n * g;
         dzr[d] = dyr[d] * n * w[d] * s * (S(1) + zr[d] * (S(1) - s));
         dxr[d] = m;
-        dot += m * n;
       }
     } else {
       for (int64_t d = 0; d < D; ++d) {
         const S n = xr[d] * inv, m = dyr[d] * w[d];
         dw_acc[d] += dyr[d] * n;
         dxr[d] = m;
-        dot += m * n;
       }
     }
-    const S c = dot / static_cast<S>(D);
+    // Σ m·n, with n = x·inv, once the row's m are stored (a sum in lanes vectorises; one inside
+    // the loop above would not).
+    const S c = inv * cpu::dot(dxr, xr, D) / static_cast<S>(D);
     for (int64_t d = 0; d < D; ++d) dxr[d] = inv * (dxr[d] - xr[d] * inv * c);
   }
 }
