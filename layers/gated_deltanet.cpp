@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "layers/gated_deltanet_kernels.h"
+#include "layers/linear_cpu.h"
 
 namespace hybridlab {
 
@@ -112,7 +113,10 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
     TORCH_CHECK(cache, "GatedDeltaNet: wrong cache type");
   }
   const int64_t B = x.size(0), T = x.size(1);
-  torch::Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B,T,C]
+  auto proj = [this](const torch::nn::Linear& p, const torch::Tensor& in) {
+    return project(p, in, opts_.fused_kernels);
+  };
+  torch::Tensor q = proj(q_proj, x), k = proj(k_proj, x), v = proj(v_proj, x);  // [B,T,C]
   const bool fused = opts_.fused_kernels;
   if (opts_.use_short_conv) {
     auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused);
@@ -135,9 +139,10 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
           .transpose(1, 2);  // [B,Hk,T,dk]
   k = l2_normalize(k.view({B, T, n_heads_, head_dim_}), 1e-6, fused).transpose(1, 2);
   v = v.view({B, T, n_v_heads_, v_dim_}).transpose(1, 2);  // [B,Hv,T,dv]
-  const torch::Tensor g = gated_delta_gate(a_proj(x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
+  const torch::Tensor g =
+      gated_delta_gate(proj(a_proj, x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
   const auto gdt = g.scalar_type();
-  const torch::Tensor beta = torch::sigmoid(b_proj(x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
+  const torch::Tensor beta = torch::sigmoid(proj(b_proj, x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
   if (probe_) probe_(g, beta);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
@@ -146,9 +151,9 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
                                  : chunk_gated_delta_rule(q, k, v, g, beta, scale, h0,
                                                           opts_.chunk_size, opts_.fused_kernels);
   if (cache) cache->state = r.state;
-  const torch::Tensor z = g_proj(x).view({B, T, n_v_heads_, v_dim_});
+  const torch::Tensor z = proj(g_proj, x).view({B, T, n_v_heads_, v_dim_});
   const torch::Tensor o = o_norm->forward(r.o.transpose(1, 2), z);  // [B,T,Hv,dv]
-  return o_proj(o.reshape({B, T, n_v_heads_ * v_dim_}));
+  return proj(o_proj, o.reshape({B, T, n_v_heads_ * v_dim_}));
 }
 
 MixerInfo GatedDeltaNet::info(int64_t length) const {

@@ -1,5 +1,7 @@
 #include "layers/mlp.h"
 
+#include "layers/linear_cpu.h"
+
 #include <torch/torch.h>
 
 #include "layers/cpu_vector.h"
@@ -36,11 +38,12 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t hidden, bool fused_kernels)
 }
 
 torch::Tensor SwiGLU::forward(const torch::Tensor& x) {
-  const torch::Tensor a = gate_proj(x), b = up_proj(x);
+  const torch::Tensor a = project(gate_proj, x, fused_kernels_);
+  const torch::Tensor b = project(up_proj, x, fused_kernels_);
   if (fused_kernels_ && cpu::cpu_floating({a, b}) && cpu::grad_needed({a, b})) {
-    return down_proj(swiglu_fused_cpu(a, b));
+    return project(down_proj, swiglu_fused_cpu(a, b), fused_kernels_);
   }
-  return down_proj(torch::silu(a) * b);
+  return project(down_proj, torch::silu(a) * b, fused_kernels_);
 }
 
 }  // namespace hybridlab

@@ -4,6 +4,7 @@
 
 #include "hybridlab/error.h"
 #include "layers/attention.h"
+#include "layers/linear_cpu.h"
 
 namespace hybridlab {
 
@@ -147,7 +148,8 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
     x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr);
   }
   x = final_norm->forward(x);
-  return torch::linear(x, head_weight.defined() ? head_weight : embedding->weight);
+  const torch::Tensor& w = head_weight.defined() ? head_weight : embedding->weight;
+  return opts_.fused_kernels && cpu_linear_applies(x, w) ? linear_cpu(x, w) : torch::linear(x, w);
 }
 
 torch::Tensor HybridModel::forward(const torch::Tensor& tokens) { return run(tokens, 0, nullptr); }

@@ -1,0 +1,106 @@
+// linear_cpu: y = x Wᵀ and its gradients, split over threads by rows or columns, against
+// torch::linear and LibTorch's autograd in fp64 (both split directions, 1 and 2 threads, strided
+// inputs, one input without gradient), and project()'s choice of path.
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <tuple>
+
+#include "layers/linear_cpu.h"
+
+namespace linear_cpu_test {
+
+double largest_gap(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+// Output and gradients of sum(y ⊙ r) through f, for fresh leaves copied from x and w.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> run(
+    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& f,
+    const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& r) {
+  const torch::Tensor xl = x.detach().clone().requires_grad_(true);
+  const torch::Tensor wl = w.detach().clone().requires_grad_(true);
+  const torch::Tensor y = f(xl, wl);
+  (y * r).sum().backward();
+  return {y.detach(), xl.grad(), wl.grad()};
+}
+
+}  // namespace linear_cpu_test
+
+using namespace linear_cpu_test;
+
+TEST_CASE("linear_cpu equals torch::linear and its gradients in fp64, split by rows and columns",
+          "[linear_cpu]") {
+  const int threads_before = at::get_num_threads();
+  torch::manual_seed(11);
+  // {x shape, out}: rows ≥ out splits y by rows and dW by columns (out < in); rows < out splits y
+  // by columns and dW by rows.
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> cases = {
+      {{2, 5, 7}, 3}, {{1, 3, 4}, 9}, {{6, 16}, 16}};
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (const auto& [shape, out] : cases) {
+      const torch::Tensor x = torch::randn(shape, torch::kDouble);
+      const torch::Tensor w = torch::randn({out, shape.back()}, torch::kDouble);
+      std::vector<int64_t> yshape = shape;
+      yshape.back() = out;
+      const torch::Tensor r = torch::randn(yshape, torch::kDouble);
+      const auto [y, dx, dw] = run(hybridlab::linear_cpu, x, w, r);
+      const auto [y_ref, dx_ref, dw_ref] =
+          run([](const torch::Tensor& a, const torch::Tensor& b) { return torch::linear(a, b); }, x,
+              w, r);
+      INFO("threads " << threads << ", x " << x.sizes() << ", out " << out);
+      CHECK(y.sizes() == y_ref.sizes());
+      CHECK(largest_gap(y, y_ref) < 1e-12);
+      CHECK(largest_gap(dx, dx_ref) < 1e-12);
+      CHECK(largest_gap(dw, dw_ref) < 1e-12);
+      // An independent value: one output element by hand.
+      const double by_hand = (x.reshape({-1, shape.back()})[0] * w[out - 1]).sum().item<double>();
+      CHECK(y.reshape({-1, out})[0][out - 1].item<double>() == Approx(by_hand).epsilon(1e-12));
+    }
+  }
+  at::set_num_threads(threads_before);
+}
+
+TEST_CASE("linear_cpu in fp32 agrees with fp64; strided x; a gradient for one input only",
+          "[linear_cpu]") {
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(2);
+  torch::manual_seed(12);
+  const torch::Tensor x64 = torch::randn({8, 3, 32}, torch::kDouble).transpose(0, 1);  // strided
+  const torch::Tensor w64 = torch::randn({24, 32}, torch::kDouble);
+  const torch::Tensor r64 = torch::randn({3, 8, 24}, torch::kDouble);
+  const auto [y, dx, dw] = run(hybridlab::linear_cpu, x64.to(torch::kFloat), w64.to(torch::kFloat),
+                               r64.to(torch::kFloat));
+  const torch::Tensor y_ref = torch::matmul(x64, w64.t());
+  CHECK(largest_gap(y, y_ref) < 1e-5 * y_ref.abs().max().item<double>());
+  CHECK(largest_gap(dx, torch::matmul(r64, w64)) < 1e-4);
+  CHECK(largest_gap(dw, torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) < 1e-4);
+
+  // Only w needs a gradient (the first projection of a model): x gets none, w the right one.
+  const torch::Tensor wl = w64.clone().requires_grad_(true);
+  hybridlab::linear_cpu(x64, wl).mul(r64).sum().backward();
+  CHECK(largest_gap(wl.grad(), torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) <
+        1e-12);
+  at::set_num_threads(threads_before);
+}
+
+TEST_CASE("linear_cpu refuses what it cannot take; project() falls back to the module",
+          "[linear_cpu]") {
+  const torch::Tensor x = torch::randn({4, 6});
+  CHECK_FALSE(hybridlab::cpu_linear_applies(x, torch::randn({5, 6}, torch::kDouble)));
+  CHECK_FALSE(hybridlab::cpu_linear_applies(x, torch::randn({5, 7})));
+  CHECK_FALSE(hybridlab::cpu_linear_applies(x.to(torch::kLong), torch::ones({5, 6}, torch::kLong)));
+  CHECK(hybridlab::cpu_linear_applies(x, torch::randn({5, 6})));
+  CHECK_THROWS_WITH(hybridlab::linear_cpu(x, torch::randn({5, 7})),
+                    Catch::Matchers::Contains("x [..., in] and w [out, in]"));
+
+  torch::nn::Linear with_bias(torch::nn::LinearOptions(6, 5).bias(true));
+  torch::nn::Linear no_bias(torch::nn::LinearOptions(6, 5).bias(false));
+  // The bias is honoured (the module's own forward), and the fused path matches the module.
+  CHECK(largest_gap(hybridlab::project(with_bias, x, true), with_bias(x)) == 0);
+  CHECK(largest_gap(hybridlab::project(no_bias, x, false), no_bias(x)) == 0);
+  CHECK(largest_gap(hybridlab::project(no_bias, x, true), no_bias(x)) < 1e-5);
+}
