@@ -8,6 +8,7 @@
 
 #include "hybridlab/error.h"
 #include "layers/attention_tiled.h"
+#include "layers/linear_cpu.h"
 
 namespace hybridlab {
 
@@ -233,9 +234,12 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     (void)allow_fused;
     (void)need_scores;
 #endif
+    // On the CPU, batch entries spread over the threads (matmul_cpu); elsewhere LibTorch's.
     torch::Tensor scores =
-        torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
-                      (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
+        matmul_cpu_applies(qb, kb, true)
+            ? matmul_cpu(qb, kb, /*trans_b=*/true)
+            : torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
+                            (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
     if (hooks & kHookRelative) {
       scores = scores + scheme_->relative_logits(qb, qpb, kpb).to(scores.scalar_type());
     }
@@ -248,7 +252,9 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     }
     const torch::Tensor probs = torch::softmax(scores, -1);
     if (probe_) probe_(probs, qpb, kpb);
-    torch::Tensor ob = torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
+    torch::Tensor ob = matmul_cpu_applies(probs, vb, false)
+                           ? matmul_cpu(probs, vb, /*trans_b=*/false)
+                           : torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
     if (hooks & kHookRelative) {
       const torch::Tensor rv = scheme_->relative_values(probs, qpb, kpb);
       if (rv.defined()) ob = ob + rv.to(ob.scalar_type());

@@ -1,6 +1,7 @@
 #pragma once
-// A projection whose GEMMs are split over LibTorch's threads by this code, one block per thread
-// with single-threaded BLAS, instead of handed whole to the BLAS library's own threading.
+// Products whose GEMMs are split over LibTorch's threads by this code, one block per thread with
+// single-threaded BLAS, instead of handed whole to the BLAS library's own threading: projections
+// (linear_cpu) and batched matrix products (matmul_cpu, attention's scores and read-out).
 
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -21,6 +22,20 @@ torch::Tensor linear_cpu(const torch::Tensor& x, const torch::Tensor& w);
 /// Whether linear_cpu takes x and w: both fp32 or both fp64 CPU tensors, w 2-D with x's last
 /// dimension as its second.
 bool cpu_linear_applies(const torch::Tensor& x, const torch::Tensor& w);
+
+/// a · op(b) batched, with gradients for a and b: a [..., m, k]; b [..., k, n], or [..., n, k] read
+/// transposed when trans_b; the same leading (batch) dimensions; result [..., m, n]. The batch
+/// entries are spread over the intra-op threads, one single-threaded GEMM each (LibTorch 1.13's
+/// CPU bmm loops over them calling a threaded GEMM per entry: at two threads the attention's
+/// [32 × 64 × 512] products ran slower than at one). Inputs are read through their strides where
+/// the batch dimensions merge and rows are unit-stride (narrowed and transposed views need no
+/// copy). fp32/fp64 CPU tensors of one dtype (matmul_cpu_applies); not twice differentiable.
+/// Throws c10::Error on other inputs.
+torch::Tensor matmul_cpu(const torch::Tensor& a, const torch::Tensor& b, bool trans_b);
+
+/// Whether matmul_cpu takes a and b: both fp32 or both fp64 CPU tensors of ≥ 3 dimensions with the
+/// same batch dimensions and matching inner sizes.
+bool matmul_cpu_applies(const torch::Tensor& a, const torch::Tensor& b, bool trans_b);
 
 /// proj(x) for an nn::Linear: through linear_cpu when `fused`, proj has no bias and
 /// cpu_linear_applies(x, proj->weight); otherwise proj's own forward (the reference path).

@@ -1,6 +1,7 @@
 // linear_cpu: y = x Wᵀ and its gradients, split over threads by rows or columns, against
 // torch::linear and LibTorch's autograd in fp64 (both split directions, 1 and 2 threads, strided
-// inputs, one input without gradient), and project()'s choice of path.
+// inputs, one input without gradient), and project()'s choice of path. matmul_cpu against
+// torch::matmul the same way, with b read plain and transposed, from narrowed views.
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -103,4 +104,43 @@ TEST_CASE("linear_cpu refuses what it cannot take; project() falls back to the m
   CHECK(largest_gap(hybridlab::project(with_bias, x, true), with_bias(x)) == 0);
   CHECK(largest_gap(hybridlab::project(no_bias, x, false), no_bias(x)) == 0);
   CHECK(largest_gap(hybridlab::project(no_bias, x, true), no_bias(x)) < 1e-5);
+}
+
+TEST_CASE("matmul_cpu equals torch::matmul and its gradients in fp64, b plain and transposed",
+          "[linear_cpu]") {
+  const int threads_before = at::get_num_threads();
+  torch::manual_seed(13);
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (bool trans_b : {false, true}) {
+      // Attention's shapes in miniature: narrowed [B,H,T,D] views (strided batch, unit rows).
+      const torch::Tensor a = torch::randn({2, 3, 9, 5}, torch::kDouble).narrow(2, 1, 6);
+      const torch::Tensor b = trans_b ? torch::randn({2, 3, 10, 5}, torch::kDouble).narrow(2, 2, 7)
+                                      : torch::randn({2, 3, 5, 7}, torch::kDouble);
+      const torch::Tensor r = torch::randn({2, 3, 6, 7}, torch::kDouble);
+      const auto [c, da, db] =
+          run([trans_b](const torch::Tensor& x,
+                        const torch::Tensor& y) { return hybridlab::matmul_cpu(x, y, trans_b); },
+              a, b, r);
+      const auto [c_ref, da_ref, db_ref] = run(
+          [trans_b](const torch::Tensor& x, const torch::Tensor& y) {
+            return torch::matmul(x, trans_b ? y.transpose(-1, -2) : y);
+          },
+          a, b, r);
+      INFO("threads " << threads << ", trans_b " << trans_b);
+      CHECK(c.sizes() == c_ref.sizes());
+      CHECK(largest_gap(c, c_ref) < 1e-12);
+      CHECK(largest_gap(da, da_ref) < 1e-12);
+      CHECK(largest_gap(db, db_ref) < 1e-12);
+      const double by_hand =
+          (a[1][2][5] * (trans_b ? b[1][2][6] : b[1][2].select(1, 6))).sum().item<double>();
+      CHECK(c[1][2][5][6].item<double>() == Approx(by_hand).epsilon(1e-12));
+    }
+  }
+  at::set_num_threads(threads_before);
+  CHECK_FALSE(hybridlab::matmul_cpu_applies(torch::randn({2, 3, 4}), torch::randn({3, 4, 5}),
+                                            false));  // batch sizes differ
+  CHECK_FALSE(hybridlab::matmul_cpu_applies(torch::randn({3, 4}), torch::randn({4, 5}), false));
+  CHECK_THROWS_WITH(hybridlab::matmul_cpu(torch::randn({2, 3, 4}), torch::randn({2, 5, 4}), false),
+                    Catch::Matchers::Contains("same batch dimensions"));
 }
