@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "layers/linear_cpu.h"
+
 namespace hybridlab {
 
 namespace {
@@ -101,7 +103,9 @@ torch::Tensor tile_logits(const Geometry& g, PositionScheme* scheme, const torch
                           const torch::Tensor& Kj, const torch::Tensor& qp, const torch::Tensor& kp,
                           TileKind kind, const torch::Tensor& bias) {
   const int64_t bq = qp.size(0), bk = kp.size(0);
-  torch::Tensor s = at::bmm(Qi, Kj.transpose(1, 2));  // [B·Hkv, bq·G, bk]
+  // [B·Hkv, bq·G, bk]; on the CPU the batch entries spread over the threads (matmul_cpu).
+  torch::Tensor s = matmul_cpu_applies(Qi, Kj, true) ? matmul_cpu(Qi, Kj, /*trans_b=*/true)
+                                                     : at::bmm(Qi, Kj.transpose(1, 2));
   if (g.hooks & kHookRelative) {
     const torch::Tensor rel = scheme->relative_logits(from_rows(Qi, g, bq), qp, kp);  // [B,H,bq,bk]
     s = s + to_rows(rel.to(s.scalar_type()), g);
@@ -154,7 +158,7 @@ ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const tor
       const torch::Tensor alpha = (m - m_new).exp_();  // rescales what earlier tiles summed
       p.sub_(m_new.unsqueeze(-1)).exp_();              // P̃ = e^{S − m_new}, 0 where hidden
       l.mul_(alpha).add_(p.sum(-1));
-      acc.mul_(alpha.unsqueeze(-1)).baddbmm_(p, vr.narrow(1, j0, bk));
+      bmm_add_(acc.mul_(alpha.unsqueeze(-1)), p, vr.narrow(1, j0, bk));
       if (g.hooks & kHookRelative) {
         // Σ_j P̃_ij a^V_ij is linear in P̃, so it rescales with the accumulator.
         const torch::Tensor rv = scheme->relative_values(from_rows(p, g, bq), qp, kp);
@@ -216,15 +220,15 @@ void fast_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
       torch::Tensor p =
           tile_logits(g, scheme, Qi, Kj, qp, kp, kind, bias.defined() ? bias.detach() : bias);
       p.sub_(s.lse.narrow(1, i0 * g.G, rows).unsqueeze(-1)).exp_();  // P = e^{S − L}
-      dVj.add_(at::bmm(p.transpose(1, 2), dOi));
-      torch::Tensor ds = at::bmm(dOi, Vj.transpose(1, 2));         // dP
+      bmm_add_(dVj, p.transpose(1, 2), dOi);
+      torch::Tensor ds = bmm_cpu(dOi, Vj.transpose(1, 2));         // dP
       ds.sub_(D.narrow(1, i0 * g.G, rows).unsqueeze(-1)).mul_(p);  // dS = P∘(dP − D)
       if (bias_grads && bias.requires_grad()) {
         biases.push_back(bias);
         dbiases.push_back(bias_grad_from_rows(ds, g, bq).to(bias.scalar_type()));
       }
-      r.dq.narrow(1, i0 * g.G, rows).add_(at::bmm(ds, Kj), g.scale);
-      dKj.add_(at::bmm(ds.transpose(1, 2), Qi), g.scale);
+      bmm_add_(r.dq.narrow(1, i0 * g.G, rows), ds, Kj, g.scale);
+      bmm_add_(dKj, ds.transpose(1, 2), Qi, g.scale);
     }
     if (!biases.empty()) {
       torch::AutoGradMode grad_mode(true);

@@ -10,6 +10,7 @@
 
 #include "layers/cpu_blas.h"
 #include "layers/cpu_parallel.h"
+#include "layers/cpu_vector.h"
 
 namespace hybridlab {
 
@@ -171,7 +172,73 @@ class MatmulCpu : public torch::autograd::Function<MatmulCpu> {
   }
 };
 
+// A 3-D operand as BLAS sees it: row-major blocks with leading dimension ld, transposed when the
+// view's columns are the unit-stride direction. `keep` holds a contiguous copy when neither is.
+struct Operand {
+  torch::Tensor keep;
+  int64_t batch_stride, ld;
+  bool trans;
+};
+
+Operand operand(const torch::Tensor& t) {
+  const int64_t r = t.size(1), c = t.size(2);
+  if (t.stride(2) == 1 || c == 1) return {t, t.stride(0), r == 1 ? c : t.stride(1), false};
+  if (t.stride(1) == 1 || r == 1) return {t, t.stride(0), c == 1 ? r : t.stride(2), true};
+  const torch::Tensor copy = t.contiguous();
+  return {copy, copy.stride(0), c, false};
+}
+
+bool bmm_cpu_applies(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b) {
+  for (const auto* t : {&c, &a, &b}) {
+    if (!t->device().is_cpu() || t->dim() != 3 || t->scalar_type() != a.scalar_type()) return false;
+  }
+  return (a.scalar_type() == torch::kFloat || a.scalar_type() == torch::kDouble) &&
+         !cpu::grad_needed({c, a, b}) && (c.stride(2) == 1 || c.size(2) == 1);
+}
+
+// c = alpha · a b + beta · c over the batch, c with unit-stride rows.
+void bmm_raw(torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double alpha,
+             double beta) {
+  const int64_t m = a.size(1), k = a.size(2), n = b.size(2);
+  const Operand oa = operand(a), ob = operand(b);
+  const int64_t ldc = m == 1 ? n : c.stride(1), sc = c.stride(0);
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "bmm_cpu", [&] {
+    const scalar_t* ap = oa.keep.data_ptr<scalar_t>();
+    const scalar_t* bp = ob.keep.data_ptr<scalar_t>();
+    scalar_t* cp = c.data_ptr<scalar_t>();
+    split(a.size(0), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        cpu::gemm<scalar_t>(oa.trans, ob.trans, m, n, k, static_cast<scalar_t>(alpha),
+                            ap + i * oa.batch_stride, oa.ld, bp + i * ob.batch_stride, ob.ld,
+                            static_cast<scalar_t>(beta), cp + i * sc, ldc);
+      }
+    });
+  });
+}
+
 }  // namespace
+
+torch::Tensor bmm_cpu(const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
+              "bmm_cpu: a [N, m, k] and b [N, k, n]; got a ", a.sizes(), ", b ", b.sizes());
+  torch::Tensor c = torch::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+  if (!bmm_cpu_applies(c, a, b)) return at::bmm(a, b);
+  bmm_raw(c, a, b, 1, 0);
+  return c;
+}
+
+void bmm_add_(torch::Tensor c, const torch::Tensor& a, const torch::Tensor& b, double alpha) {
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3 && c.dim() == 3 && a.size(0) == b.size(0) &&
+                  a.size(2) == b.size(1) && c.size(0) == a.size(0) && c.size(1) == a.size(1) &&
+                  c.size(2) == b.size(2),
+              "bmm_add_: c [N, m, n], a [N, m, k], b [N, k, n]; got c ", c.sizes(), ", a ",
+              a.sizes(), ", b ", b.sizes());
+  if (!bmm_cpu_applies(c, a, b)) {
+    c.baddbmm_(a, b, 1, alpha);
+    return;
+  }
+  bmm_raw(c, a, b, alpha, 1);
+}
 
 bool matmul_cpu_applies(const torch::Tensor& a, const torch::Tensor& b, bool trans_b) {
   if (!a.defined() || !b.defined() || !a.device().is_cpu() || !b.device().is_cpu()) return false;

@@ -37,6 +37,17 @@ torch::Tensor matmul_cpu(const torch::Tensor& a, const torch::Tensor& b, bool tr
 /// same batch dimensions and matching inner sizes.
 bool matmul_cpu_applies(const torch::Tensor& a, const torch::Tensor& b, bool trans_b);
 
+/// a @ b for batches of matrices without autograd: a [N, m, k], b [N, k, n] → [N, m, n]. Each
+/// operand is read through its strides when its rows or its columns are unit-stride (a transposed
+/// view costs no copy); the batch entries are spread over the intra-op threads, one
+/// single-threaded GEMM each. Falls back to at::bmm where it does not apply: not both fp32 or both
+/// fp64 CPU tensors, or autograd would record. Throws c10::Error on mismatched shapes.
+torch::Tensor bmm_cpu(const torch::Tensor& a, const torch::Tensor& b);
+
+/// c += alpha · a @ b in place, as bmm_cpu (c [N, m, n] may be a view, e.g. a narrowed slice of
+/// a larger gradient); falls back to c.baddbmm_(a, b, 1, alpha) where bmm_cpu would.
+void bmm_add_(torch::Tensor c, const torch::Tensor& a, const torch::Tensor& b, double alpha = 1);
+
 /// proj(x) for an nn::Linear: through linear_cpu when `fused`, proj has no bias and
 /// cpu_linear_applies(x, proj->weight); otherwise proj's own forward (the reference path).
 torch::Tensor project(const torch::nn::Linear& proj, const torch::Tensor& x, bool fused);

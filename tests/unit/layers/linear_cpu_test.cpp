@@ -1,7 +1,8 @@
 // linear_cpu: y = x Wᵀ and its gradients, split over threads by rows or columns, against
 // torch::linear and LibTorch's autograd in fp64 (both split directions, 1 and 2 threads, strided
 // inputs, one input without gradient), and project()'s choice of path. matmul_cpu against
-// torch::matmul the same way, with b read plain and transposed, from narrowed views.
+// torch::matmul the same way, with b read plain and transposed, from narrowed views; bmm_cpu and
+// bmm_add_ against at::bmm.
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -143,4 +144,39 @@ TEST_CASE("matmul_cpu equals torch::matmul and its gradients in fp64, b plain an
   CHECK_FALSE(hybridlab::matmul_cpu_applies(torch::randn({3, 4}), torch::randn({4, 5}), false));
   CHECK_THROWS_WITH(hybridlab::matmul_cpu(torch::randn({2, 3, 4}), torch::randn({2, 5, 4}), false),
                     Catch::Matchers::Contains("same batch dimensions"));
+}
+
+TEST_CASE("bmm_cpu and bmm_add_ equal at::bmm through transposed and narrowed views",
+          "[linear_cpu]") {
+  const int threads_before = at::get_num_threads();
+  torch::manual_seed(14);
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    INFO("threads " << threads);
+    const torch::Tensor a = torch::randn({3, 6, 4}, torch::kDouble);
+    const torch::Tensor bt = torch::randn({3, 7, 4}, torch::kDouble);   // read as b = btᵀ
+    const torch::Tensor at_ = torch::randn({3, 4, 6}, torch::kDouble);  // read as a = at_ᵀ
+    const torch::Tensor ref = at::bmm(a, bt.transpose(1, 2));
+    CHECK(largest_gap(hybridlab::bmm_cpu(a, bt.transpose(1, 2)), ref) < 1e-12);
+    CHECK(largest_gap(hybridlab::bmm_cpu(at_.transpose(1, 2), bt.transpose(1, 2)),
+                      at::bmm(at_.transpose(1, 2), bt.transpose(1, 2))) < 1e-12);
+    const double by_hand = (a[2][5] * bt[2][6]).sum().item<double>();
+    CHECK(hybridlab::bmm_cpu(a, bt.transpose(1, 2))[2][5][6].item<double>() ==
+          Approx(by_hand).epsilon(1e-12));
+
+    // Accumulate into rows 2..7 of a larger [3, 10, 7] buffer, scaled, leaving the rest alone.
+    const torch::Tensor start = torch::randn({3, 10, 7}, torch::kDouble);
+    torch::Tensor big = start.clone();
+    hybridlab::bmm_add_(big.narrow(1, 2, 6), a, bt.transpose(1, 2), 0.5);
+    CHECK(largest_gap(big.narrow(1, 2, 6), start.narrow(1, 2, 6) + 0.5 * ref) < 1e-12);
+    CHECK(largest_gap(big.narrow(1, 0, 2), start.narrow(1, 0, 2)) == 0);
+    CHECK(largest_gap(big.narrow(1, 8, 2), start.narrow(1, 8, 2)) == 0);
+  }
+  at::set_num_threads(threads_before);
+  // Autograd would record: LibTorch's bmm, with its gradient.
+  const torch::Tensor x = torch::randn({2, 3, 4}).requires_grad_(true);
+  const torch::Tensor y = hybridlab::bmm_cpu(x, torch::randn({2, 4, 5}));
+  CHECK(y.requires_grad());
+  CHECK_THROWS_WITH(hybridlab::bmm_cpu(torch::randn({2, 3, 4}), torch::randn({2, 5, 4})),
+                    Catch::Matchers::Contains("a [N, m, k] and b [N, k, n]"));
 }
