@@ -173,7 +173,9 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
       const S kdk = cpu::dot(ki, dkti, K);
       for (int64_t d = 0; d < K; ++d) dki[d] += bg * dkti[d];
       e[i] += bg * kdk;
-      // dβ_i, and dG = dA ⊙ βD in place of dA (strictly lower, zero elsewhere), X += dG ⊙ G.
+      // dβ_i, and dG = dA ⊙ βD in place of dA, mirrored: dA becomes dG + dGᵀ (zero diagonal;
+      // row i's upper part is written by the rows after it, once its fill below is done).
+      // X += dG ⊙ G.
       S db = cpu::dot(dvt + i * V, vn_in + i * x.ldv, V) + eg[i] * kdk;
       for (int64_t j = 0; j < i; ++j) {
         const S gd = G[i * C + j] * D[i * C + j];
@@ -181,6 +183,7 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
         db += da * gd;
         const S dg = da * b[i] * D[i * C + j];
         dA[i * C + j] = dg;
+        dA[j * C + i] = dg;
         X[i * C + j] += dg * G[i * C + j];
       }
       std::fill(dA + i * C + i, dA + i * C + n, S(0));
@@ -189,9 +192,8 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
       const S* dvti = dvt + i * V;
       for (int64_t d = 0; d < V; ++d) dvi[d] = b[i] * dvti[d];
     }
-    // dK += (dG + dGᵀ) K.
+    // dK += (dG + dGᵀ) K, one GEMM.
     cpu::gemm<S>(false, false, n, K, n, 1, dA, C, kn, x.ldk, 1, dkn, x.ldd_qk);
-    cpu::gemm<S>(true, false, n, K, n, 1, dA, C, kn, x.ldk, 1, dkn, x.ldd_qk);
 
     // ---- the log decays ----------------------------------------------------------------------
     const S c_term = chunk_decay * cpu::dot(h, dh, K * V);
