@@ -65,10 +65,20 @@ void write_mqar_experiment(const fs::path& file) {
 // What `hybridlab generate` printed on stdout: the output without its last line, the timing
 // line from stderr (cli() merges the two streams; stdout is flushed first).
 std::string continuation(const Result& r) {
-  const size_t stats = r.out.rfind(" tokens generated after a ");
-  if (stats == std::string::npos) return r.out;
-  const size_t line = r.out.rfind('\n', stats);
-  return line == std::string::npos ? "" : r.out.substr(0, line + 1);
+  // stderr is merged in: drop hybridlab's own diagnostic lines (a note on the BLAS kernels, say).
+  std::istringstream lines(r.out);
+  std::string out, line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("hybridlab: note: ", 0) == 0 || line.rfind("hybridlab: warning: ", 0) == 0) {
+      continue;
+    }
+    out += line + "\n";
+  }
+  if (!out.empty() && !r.out.empty() && r.out.back() != '\n') out.pop_back();
+  const size_t stats = out.rfind(" tokens generated after a ");
+  if (stats == std::string::npos) return out;
+  const size_t end = out.rfind('\n', stats);
+  return end == std::string::npos ? "" : out.substr(0, end + 1);
 }
 
 // A copy of `run` under `to` (a folder the tests may break).
