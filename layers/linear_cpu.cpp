@@ -93,85 +93,6 @@ class LinearCpu : public torch::autograd::Function<LinearCpu> {
   }
 };
 
-// [..., r, c] as a [N, r, c] view where the batch dimensions merge and rows are unit-stride,
-// else a contiguous copy.
-torch::Tensor batched_rows(const torch::Tensor& t) {
-  const int64_t r = t.size(-2), c = t.size(-1);
-  torch::Tensor v = t.stride(-1) == 1 || c == 1 ? t : t.contiguous();
-  // reshape views when it can; a copy otherwise, which is then contiguous.
-  v = v.reshape({-1, r, c});
-  return v.stride(2) == 1 || c == 1 ? v : v.contiguous();
-}
-
-// C[i] = op(A[i]) op(B[i]) for i in [0, N), spread over the threads; a, b, c are [N, ·, ·]
-// views with unit-stride rows, c contiguous. op(A) is m×k, op(B) k×n.
-template <class S>
-void batched_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const torch::Tensor& a,
-                  const torch::Tensor& b, torch::Tensor& c) {
-  const S* ap = a.data_ptr<S>();
-  const S* bp = b.data_ptr<S>();
-  S* cp = c.data_ptr<S>();
-  const int64_t sa = a.stride(0), sb = b.stride(0), sc = c.stride(0);
-  const int64_t lda = a.size(2) == 1 ? 1 : a.stride(1), ldb = b.size(2) == 1 ? 1 : b.stride(1);
-  split(a.size(0), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      cpu::gemm<S>(ta, tb, m, n, k, 1, ap + i * sa, std::max<int64_t>(lda, ta ? m : k), bp + i * sb,
-                   std::max<int64_t>(ldb, tb ? k : n), 0, cp + i * sc, n);
-    }
-  });
-}
-
-class MatmulCpu : public torch::autograd::Function<MatmulCpu> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_in,
-                               const torch::Tensor& b_in, bool trans_b) {
-    const torch::Tensor a = batched_rows(a_in), b = batched_rows(b_in);
-    const int64_t m = a.size(1), k = a.size(2), n = trans_b ? b.size(1) : b.size(2);
-    torch::Tensor c = torch::empty({a.size(0), m, n}, a.options());
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "matmul_cpu",
-                               [&] { batched_gemm<scalar_t>(false, trans_b, m, n, k, a, b, c); });
-    ctx->save_for_backward({a, b});
-    ctx->saved_data["trans_b"] = trans_b;
-    ctx->saved_data["a_shape"] = a_in.sizes().vec();
-    ctx->saved_data["b_shape"] = b_in.sizes().vec();
-    std::vector<int64_t> shape = a_in.sizes().vec();
-    shape.back() = n;
-    return c.view(shape);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    TORCH_CHECK(!torch::GradMode::is_enabled(),
-                "matmul_cpu: not twice differentiable (create_graph); use torch::matmul");
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor& a = saved[0];
-    const torch::Tensor& b = saved[1];
-    const bool trans_b = ctx->saved_data["trans_b"].toBool();
-    const int64_t N = a.size(0), m = a.size(1), k = a.size(2);
-    const int64_t n = trans_b ? b.size(1) : b.size(2);
-    const torch::Tensor dc = grads[0].reshape({N, m, n}).contiguous();
-    torch::Tensor da, db;
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "matmul_cpu_backward", [&] {
-      if (ctx->needs_input_grad(0)) {  // dA = dC op(B)ᵀ
-        da = torch::empty({N, m, k}, a.options());
-        batched_gemm<scalar_t>(false, !trans_b, m, k, n, dc, b, da);
-        da = da.view(ctx->saved_data["a_shape"].toIntVector());
-      }
-      if (ctx->needs_input_grad(1)) {
-        if (trans_b) {  // B [n,k]: dB = dCᵀ A
-          db = torch::empty({N, n, k}, b.options());
-          batched_gemm<scalar_t>(true, false, n, k, m, dc, a, db);
-        } else {  // B [k,n]: dB = Aᵀ dC
-          db = torch::empty({N, k, n}, b.options());
-          batched_gemm<scalar_t>(true, false, k, n, m, a, dc, db);
-        }
-        db = db.view(ctx->saved_data["b_shape"].toIntVector());
-      }
-    });
-    return {da, db, {}};
-  }
-};
-
 // A 3-D operand as BLAS sees it: row-major blocks with leading dimension ld, transposed when the
 // view's columns are the unit-stride direction. `keep` holds a contiguous copy when neither is.
 struct Operand {
@@ -215,6 +136,51 @@ void bmm_raw(torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, d
     });
   });
 }
+
+class MatmulCpu : public torch::autograd::Function<MatmulCpu> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_in,
+                               const torch::Tensor& b_in, bool trans_b) {
+    // [N, ·, ·] views (reshape copies only where the batch dimensions do not merge).
+    const torch::Tensor a = a_in.reshape({-1, a_in.size(-2), a_in.size(-1)});
+    const torch::Tensor b = b_in.reshape({-1, b_in.size(-2), b_in.size(-1)});
+    const int64_t m = a.size(1), n = trans_b ? b.size(1) : b.size(2);
+    torch::Tensor c = torch::empty({a.size(0), m, n}, a.options());
+    bmm_raw(c, a, trans_b ? b.transpose(1, 2) : b, 1, 0);
+    ctx->save_for_backward({a, b});
+    ctx->saved_data["trans_b"] = trans_b;
+    ctx->saved_data["a_shape"] = a_in.sizes().vec();
+    ctx->saved_data["b_shape"] = b_in.sizes().vec();
+    std::vector<int64_t> shape = a_in.sizes().vec();
+    shape.back() = n;
+    return c.view(shape);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    TORCH_CHECK(!torch::GradMode::is_enabled(),
+                "matmul_cpu: not twice differentiable (create_graph); use torch::matmul");
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& a = saved[0];
+    const torch::Tensor& b = saved[1];
+    const bool trans_b = ctx->saved_data["trans_b"].toBool();
+    const int64_t N = a.size(0), m = a.size(1), k = a.size(2);
+    const int64_t n = trans_b ? b.size(1) : b.size(2);
+    const torch::Tensor dc = grads[0].reshape({N, m, n});
+    torch::Tensor da, db;
+    if (ctx->needs_input_grad(0)) {  // dA = dC op(B)ᵀ
+      da = torch::empty({N, m, k}, a.options());
+      bmm_raw(da, dc, trans_b ? b : b.transpose(1, 2), 1, 0);
+      da = da.view(ctx->saved_data["a_shape"].toIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {  // B [n,k]: dB = dCᵀ A; B [k,n]: dB = Aᵀ dC
+      db = torch::empty(b.sizes(), b.options());
+      bmm_raw(db, trans_b ? dc.transpose(1, 2) : a.transpose(1, 2), trans_b ? a : dc, 1, 0);
+      db = db.view(ctx->saved_data["b_shape"].toIntVector());
+    }
+    return {da, db, {}};
+  }
+};
 
 }  // namespace
 
