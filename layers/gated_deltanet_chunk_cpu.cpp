@@ -25,14 +25,14 @@ namespace {
 // One (batch, value head)'s inputs and outputs. Row t of q, k, v, o starts at t·ld (elements
 // within a row are contiguous); g and beta step by sg per token. q and k belong to the key head
 // this value head reads. h [K, V] contiguous: read as the initial state, overwritten with the
-// final one. When not null, hs [N,K,V] receives the state entering each chunk and vn [T,V] the
-// pseudo-values (what the backward needs).
+// final one. When not null, hs [N,K,V] receives the state entering each chunk, vn [T,V] the
+// pseudo-values and blocks [N,3,C,C] each chunk's T, P and (K Kᵀ) ⊙ D (what the backward needs).
 template <class S>
 struct HeadView {
   const S *q, *k, *v, *g, *beta;
   S *o, *h;
   int64_t ldq, ldk, ldv, ldo, sg, sb;
-  S *hs = nullptr, *vn = nullptr;
+  S *hs = nullptr, *vn = nullptr, *blocks = nullptr;
 };
 
 // One worker's scratch for one chunk; reused across chunks and heads.
@@ -99,9 +99,13 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadView<S>& x, 
     cpu::gemm<S>(false, false, n, V, K, 1, kn, x.ldk, h, V, 0, U, V);        // K h
     cpu::gemm<S>(false, false, n, V, K, scale, qn, x.ldq, h, V, 0, QH, V);   // s·Q h
 
-    // A_ij = β_i (k_i·k_j) D_ij for j < i.
+    // A_ij = β_i (k_i·k_j) D_ij for j < i; (k_i·k_j) D_ij kept for the backward.
+    S* blocks = x.blocks ? x.blocks + (t0 / C) * detail::kChunkBlocks * C * C : nullptr;
+    S* gram_decay = blocks ? blocks + detail::kBlockGramDecay * C * C : nullptr;
     for (int64_t i = 1; i < n; ++i) {
-      for (int64_t j = 0; j < i; ++j) A[i * C + j] *= w.b[i] * D[i * C + j];
+      for (int64_t j = 0; j < i; ++j) A[i * C + j] *= D[i * C + j];
+      if (gram_decay) std::copy(A + i * C, A + i * C + i, gram_decay + i * C);
+      for (int64_t j = 0; j < i; ++j) A[i * C + j] *= w.b[i];
     }
     // v_new = U − W h with U = T diag(β) V, W = T diag(β e^Γ) K and T = (I + A)⁻¹, computed as
     // T · diag(β)(V − diag(e^Γ) K h).
@@ -116,6 +120,11 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadView<S>& x, 
       Tinv[i * C + i] = 1;
     }
     cpu::trsm_unit_lower<S>(n, n, A, C, Tinv, C);
+    if (blocks) {
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy(Tinv + i * C, Tinv + i * C + n, blocks + detail::kBlockTinv * C * C + i * C);
+      }
+    }
     cpu::trmm_unit_lower<S>(n, V, Tinv, C, U, V);  // U ← T U = v_new
     S* VN = U;
     if (x.vn) std::copy(VN, VN + n * V, x.vn + t0 * V);
@@ -127,6 +136,11 @@ inline __attribute__((always_inline)) void chunk_one_head(const HeadView<S>& x, 
       for (int64_t d = 0; d < V; ++d) oi[d] = e * QH[i * V + d];
       for (int64_t j = 0; j <= i; ++j) QK[i * C + j] *= D[i * C + j];
       std::fill(QK + i * C + i + 1, QK + i * C + n, S(0));
+    }
+    if (blocks) {
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy(QK + i * C, QK + i * C + n, blocks + detail::kBlockP * C * C + i * C);
+      }
     }
     cpu::gemm<S>(false, false, n, V, n, 1, QK, C, VN, V, 1, on, x.ldo);
 
@@ -171,6 +185,7 @@ ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q_in, const t
   if (save) {
     r.h_in = torch::empty({B, H, N, K, V}, opts);
     r.v_new = torch::empty({B, H, T, V}, opts);
+    r.blocks = torch::empty({B, H, N, kChunkBlocks, C, C}, opts);
   }
   r.o = torch::empty({B, T, H, V}, opts);
   if (T == 0) return r;
@@ -204,6 +219,7 @@ ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q_in, const t
         if (save) {
           x.hs = r.h_in.data_ptr<scalar_t>() + bh * N * K * V;
           x.vn = r.v_new.data_ptr<scalar_t>() + bh * T * V;
+          x.blocks = r.blocks.data_ptr<scalar_t>() + bh * N * kChunkBlocks * C * C;
         }
         chunk_one_head_any(x, T, C, K, V, static_cast<scalar_t>(scale), scratch);
       }

@@ -54,10 +54,17 @@ struct ChunkCpuForward {
   torch::Tensor state;  ///< final state [B,Hv,K,V]
   torch::Tensor h_in;   ///< saved: the state entering each chunk [B,Hv,N,K,V], N = ceil(T/C)
   torch::Tensor v_new;  ///< saved: the pseudo-values U − W h of every chunk [B,Hv,T,V]
+  /// saved: three [C,C] blocks per chunk [B,Hv,N,3,C,C] (row stride C, n×n used for a last
+  /// chunk of n < C tokens): T = (I + A)⁻¹ (upper part zero), P = s (Q Kᵀ) ⊙ D (upper part zero)
+  /// and (K Kᵀ) ⊙ D (strictly lower part only), so the backward need not recompute them.
+  torch::Tensor blocks;
 };
 
+/// Where chunk_gated_delta_forward_cpu keeps each chunk's blocks within ChunkCpuForward::blocks.
+enum ChunkBlock : int64_t { kBlockTinv = 0, kBlockP = 1, kBlockGramDecay = 2, kChunkBlocks = 3 };
+
 /// The fused forward (chunk_gated_delta_rule_cpu's kernel) without the autograd checks; with
-/// `save`, also h_in and v_new. chunk_size > 0, shapes already checked.
+/// `save`, also h_in, v_new and blocks. chunk_size > 0, shapes already checked.
 ChunkCpuForward chunk_gated_delta_forward_cpu(const torch::Tensor& q, const torch::Tensor& k,
                                               const torch::Tensor& v, const torch::Tensor& g,
                                               const torch::Tensor& beta, double scale,
@@ -75,7 +82,7 @@ struct ChunkCpuGrads {
 };
 
 /// The fused chunked backward: one reverse pass over the chunks of each (batch, value head) on
-/// cache-resident blocks, from the saved h_in and v_new. d_o [B,Hv,T,V] (any strides) and
+/// cache-resident blocks, from the saved h_in, v_new and blocks. d_o [B,Hv,T,V] (any strides) and
 /// d_state [B,Hv,K,V] are the gradients of the outputs (undefined = zero); h0 is read only for
 /// its dtype and definedness.
 ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q, const torch::Tensor& k,
@@ -83,7 +90,7 @@ ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q, const torch
                                              const torch::Tensor& beta, const torch::Tensor& h0,
                                              double scale, int64_t chunk_size,
                                              const torch::Tensor& h_in, const torch::Tensor& v_new,
-                                             const torch::Tensor& d_o,
+                                             const torch::Tensor& blocks, const torch::Tensor& d_o,
                                              const torch::Tensor& d_state);
 
 }  // namespace hybridlab::detail

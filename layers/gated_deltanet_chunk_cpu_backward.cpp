@@ -51,21 +51,16 @@ namespace {
 // the final state on entry, of the initial state on exit.
 template <class S>
 struct HeadGrad {
-  const S *q, *k, *v, *g, *beta, *hs, *vn, *d_o;
+  const S *q, *k, *v, *g, *beta, *hs, *vn, *blocks, *d_o;
   S *dq, *dk, *dv, *dg, *dbeta, *dh;
   int64_t ldq, ldk, ldv, ldo, sg, sb, ldd_qk, ldd_v, sdg, sdb;
 };
 
 template <class S>
 struct BackScratch {
-  std::vector<S> D, G, A, Tinv, P, M, X, dA, dvn, dvt, dkt, Qg, Kb, Kr, alpha, b, eg, to_end, e, r,
-      colsum, Rx;
+  std::vector<S> D, M, X, dA, dvn, dvt, dkt, Qg, Kb, Kr, alpha, b, eg, to_end, e, r, colsum, Rx;
   BackScratch(int64_t C, int64_t K, int64_t V)
       : D(C * C),
-        G(C * C),
-        A(C * C),
-        Tinv(C * C),
-        P(C * C),
         M(C * C),
         X(C * C),
         dA(C * C),
@@ -89,8 +84,7 @@ template <class S>
 inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& x, int64_t T,
                                                              int64_t C, int64_t K, int64_t V,
                                                              S scale, BackScratch<S>& w) {
-  S *D = w.D.data(), *G = w.G.data(), *A = w.A.data(), *Tinv = w.Tinv.data();
-  S *P = w.P.data(), *M = w.M.data(), *X = w.X.data(), *dA = w.dA.data();
+  S *D = w.D.data(), *M = w.M.data(), *X = w.X.data(), *dA = w.dA.data();
   S *dvn = w.dvn.data(), *dvt = w.dvt.data(), *dkt = w.dkt.data();
   S *Qg = w.Qg.data(), *Kb = w.Kb.data(), *Kr = w.Kr.data();
   S *alpha = w.alpha.data(), *b = w.b.data(), *eg = w.eg.data(), *to_end = w.to_end.data();
@@ -114,17 +108,12 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
     detail::chunk_decays(gn, x.sg, betan, x.sb, n, C, alpha, b, eg, to_end, D);
     const S chunk_decay = eg[n - 1];
 
-    // Recompute the Gram matrix, A, T = (I + A)⁻¹ and P = s (Q Kᵀ) ⊙ D (lower incl. diagonal).
-    cpu::gemm<S>(false, true, n, n, K, 1, kn, x.ldk, kn, x.ldk, 0, G, C);      // K Kᵀ
-    cpu::gemm<S>(false, true, n, n, K, scale, qn, x.ldq, kn, x.ldk, 0, P, C);  // s Q Kᵀ
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < i; ++j) A[i * C + j] = b[i] * G[i * C + j] * D[i * C + j];
-      for (int64_t j = 0; j <= i; ++j) P[i * C + j] *= D[i * C + j];
-      std::fill(P + i * C + i + 1, P + i * C + n, S(0));
-      std::fill(Tinv + i * C, Tinv + i * C + n, S(0));
-      Tinv[i * C + i] = 1;
-    }
-    cpu::trsm_unit_lower<S>(n, n, A, C, Tinv, C);
+    // The forward's T = (I + A)⁻¹, P = s (Q Kᵀ) ⊙ D (lower incl. diagonal) and the decayed Gram
+    // matrix GD = (K Kᵀ) ⊙ D (strictly lower), each [n,n] with row stride C.
+    const S* blocks = x.blocks + c * detail::kChunkBlocks * C * C;
+    const S* Tinv = blocks + detail::kBlockTinv * C * C;
+    const S* P = blocks + detail::kBlockP * C * C;
+    const S* GD = blocks + detail::kBlockGramDecay * C * C;
 
     // ---- the read-out O = s diag(γ) Q h + P v_new and the state update h' -------------------
     // M = dO v_newᵀ; its lower part ⊙ P gives the D-terms of dg, ⊙ D the intra-chunk dQ, dK.
@@ -178,13 +167,13 @@ inline __attribute__((always_inline)) void backward_one_head(const HeadGrad<S>& 
       // X += dG ⊙ G.
       S db = cpu::dot(dvt + i * V, vn_in + i * x.ldv, V) + eg[i] * kdk;
       for (int64_t j = 0; j < i; ++j) {
-        const S gd = G[i * C + j] * D[i * C + j];
+        const S gd = GD[i * C + j];
         const S da = dA[i * C + j];
         db += da * gd;
         const S dg = da * b[i] * D[i * C + j];
         dA[i * C + j] = dg;
         dA[j * C + i] = dg;
-        X[i * C + j] += dg * G[i * C + j];
+        X[i * C + j] += da * b[i] * gd;  // dG ⊙ G = dA β D ⊙ G
       }
       std::fill(dA + i * C + i, dA + i * C + n, S(0));
       x.dbeta[(t0 + i) * x.sdb] = db;
@@ -252,13 +241,11 @@ void backward_one_head_any(const HeadGrad<double>& x, int64_t T, int64_t C, int6
 
 namespace detail {
 
-ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in,
-                                             const torch::Tensor& v_in, const torch::Tensor& g_in,
-                                             const torch::Tensor& beta_in, const torch::Tensor& h0,
-                                             double scale, int64_t chunk_size,
-                                             const torch::Tensor& h_in, const torch::Tensor& v_new,
-                                             const torch::Tensor& d_o_in,
-                                             const torch::Tensor& d_state) {
+ChunkCpuGrads chunk_gated_delta_backward_cpu(
+    const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+    const torch::Tensor& g_in, const torch::Tensor& beta_in, const torch::Tensor& h0, double scale,
+    int64_t chunk_size, const torch::Tensor& h_in, const torch::Tensor& v_new,
+    const torch::Tensor& blocks, const torch::Tensor& d_o_in, const torch::Tensor& d_state) {
   const auto dt = v_in.scalar_type();
   const int64_t B = q_in.size(0), Hk = q_in.size(1), T = q_in.size(2), K = q_in.size(3);
   const int64_t H = v_in.size(1), V = v_in.size(3), C = chunk_size, N = (T + C - 1) / C;
@@ -276,7 +263,8 @@ ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q_in, const to
     const torch::Tensor g = g_in.to(dt), beta = beta_in.to(dt);
     const torch::Tensor d_o =
         d_o_in.defined() ? rows_unit_stride(d_o_in, dt) : torch::zeros({B, H, T, V}, opts);
-    TORCH_CHECK(h_in.is_contiguous() && v_new.is_contiguous() && h_in.size(2) == N,
+    TORCH_CHECK(h_in.is_contiguous() && v_new.is_contiguous() && blocks.is_contiguous() &&
+                    h_in.size(2) == N && blocks.size(2) == N && blocks.size(4) == C,
                 "chunk_gated_delta_backward_cpu: saved tensors have the wrong layout");
     AT_DISPATCH_FLOATING_TYPES(dt, "chunk_gated_delta_backward_cpu", [&] {
       const cpu::SingleThreadedBlas single_threaded_blas;
@@ -292,6 +280,7 @@ ChunkCpuGrads chunk_gated_delta_backward_cpu(const torch::Tensor& q_in, const to
               beta.data_ptr<scalar_t>() + bi * beta.stride(0) + j * beta.stride(1),
               h_in.data_ptr<scalar_t>() + bh * N * K * V,
               v_new.data_ptr<scalar_t>() + bh * T * V,
+              blocks.data_ptr<scalar_t>() + bh * N * detail::kChunkBlocks * C * C,
               d_o.data_ptr<scalar_t>() + bi * d_o.stride(0) + j * d_o.stride(1),
               dq_v.data_ptr<scalar_t>() + bi * dq_v.stride(0) + j * dq_v.stride(2),
               dk_v.data_ptr<scalar_t>() + bi * dk_v.stride(0) + j * dk_v.stride(2),
@@ -347,7 +336,7 @@ class ChunkGatedDeltaRuleFused : public torch::autograd::Function<ChunkGatedDelt
     const torch::Tensor h0 = has_h0 ? h0_or_empty : torch::Tensor();
     detail::ChunkCpuForward f =
         detail::chunk_gated_delta_forward_cpu(q, k, v, g, beta, scale, h0, chunk_size, true);
-    ctx->save_for_backward({q, k, v, g, beta, h0_or_empty, f.h_in, f.v_new});
+    ctx->save_for_backward({q, k, v, g, beta, h0_or_empty, f.h_in, f.v_new, f.blocks});
     ctx->saved_data["has_h0"] = has_h0;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["chunk_size"] = chunk_size;
@@ -365,7 +354,7 @@ class ChunkGatedDeltaRuleFused : public torch::autograd::Function<ChunkGatedDelt
     const torch::Tensor h0 = ctx->saved_data["has_h0"].toBool() ? s[5] : torch::Tensor();
     detail::ChunkCpuGrads d = detail::chunk_gated_delta_backward_cpu(
         s[0], s[1], s[2], s[3], s[4], h0, ctx->saved_data["scale"].toDouble(),
-        ctx->saved_data["chunk_size"].toInt(), s[6], s[7], d_o, grads[1]);
+        ctx->saved_data["chunk_size"].toInt(), s[6], s[7], s[8], d_o, grads[1]);
     auto keep = [&](size_t i, torch::Tensor t) {
       return ctx->needs_input_grad(i) ? t : torch::Tensor();
     };
