@@ -80,11 +80,12 @@ GatedDeltaResult chunk_gated_delta_rule_cpu(const torch::Tensor& q, const torch:
                                             const torch::Tensor& h0 = {}, int64_t chunk_size = 64);
 
 /// The chunked form for training on the CPU: a torch::autograd::Function whose forward is
-/// chunk_gated_delta_rule_cpu's kernel, keeping the state entering each chunk ([B,Hv,T/C,K,V])
-/// and the pseudo-values v_new = U − W h ([B,Hv,T,V]), and whose backward is one reverse pass over
+/// chunk_gated_delta_rule_cpu's kernel, keeping the state entering each chunk ([B,Hv,T/C,K,V]),
+/// the pseudo-values v_new = U − W h ([B,Hv,T,V]) and each chunk's T = (I+A)⁻¹, P = s(QKᵀ)⊙D
+/// and (KKᵀ)⊙D ([B,Hv,T/C,3,C,C]), and whose backward is one reverse pass over
 /// the chunks of each (batch, value head) on the same cache-resident blocks and CBLAS calls: dh
 /// flows back chunk by chunk, and each chunk's gradients of q, k, v, g, β (and finally h0) come
-/// through the WY/UT representation with T = (I+A)⁻¹ recomputed (derivation at the top of
+/// through the WY/UT representation (derivation at the top of
 /// gated_deltanet_chunk_cpu_backward.cpp; fla-org/flash-linear-attention@bc3b101d
 /// chunk_delta_h.py, chunk_o.py, wy_fast.py compute the same on GPU). The log-decay gradient is
 /// summed per token without cancellation, so it stays accurate under strong decay. dq and dk of a
