@@ -1,6 +1,6 @@
 #pragma once
-// Shared pieces of the forward-only CPU fast paths (fused chunked Gated DeltaNet, short
-// convolution, gated RMSNorm): when they may run, and how their loops are compiled.
+// Shared pieces of the CPU fast paths (fused chunked Gated DeltaNet, short convolution, RMSNorms):
+// when they may run, how their loops are compiled, and a dot product those loops vectorise.
 
 #include <torch/types.h>
 

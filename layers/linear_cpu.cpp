@@ -6,7 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include <algorithm>
+#include <vector>
 
 #include "layers/cpu_blas.h"
 #include "layers/cpu_parallel.h"
@@ -16,20 +16,17 @@ namespace hybridlab {
 
 namespace {
 
-// Runs f(begin, end) on `parts` even slices of [0, n), one per thread of a cpu::parallel_for
-// team; BLAS inside is single-threaded (an OpenMP OpenBLAS is within a parallel region, a
-// pthreads one is held to one thread).
+// f(begin, end) on one slice of [0, n) per intra-op thread (cpu::parallel_for's split), with
+// single-threaded BLAS inside (an OpenMP OpenBLAS already is within the team; a pthreads one is
+// held to one thread).
 template <class F>
 void split(int64_t n, F&& f) {
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
   const cpu::SingleThreadedBlas single_threaded_blas;
-  cpu::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) f(n * p / parts, n * (p + 1) / parts);
-  });
+  cpu::parallel_for(0, n, 1, f);
 }
 
-// C = op(A) op(B) for row-major contiguous buffers, split over the rows of C (split_rows) or its
-// columns.
+// C = op(A) op(B) for row-major buffers, split over the rows of C or, when it has fewer rows
+// than columns, over its columns.
 template <class S>
 void gemm_split(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, int64_t lda,
                 const S* b, int64_t ldb, S* c, int64_t ldc) {
@@ -46,6 +43,13 @@ void gemm_split(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, i
   }
 }
 
+// sizes with the last one replaced by `last`.
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> v = sizes.vec();
+  v.back() = last;
+  return v;
+}
+
 class LinearCpu : public torch::autograd::Function<LinearCpu> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
@@ -60,10 +64,8 @@ class LinearCpu : public torch::autograd::Function<LinearCpu> {
                            w.data_ptr<scalar_t>(), in, y.data_ptr<scalar_t>(), out);
     });
     ctx->save_for_backward({x, w});
-    std::vector<int64_t> shape = x_in.sizes().vec();
-    shape.back() = out;
     ctx->saved_data["x_shape"] = x_in.sizes().vec();
-    return y.view(shape);
+    return y.view(with_last(x_in.sizes(), out));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -151,9 +153,7 @@ class MatmulCpu : public torch::autograd::Function<MatmulCpu> {
     ctx->saved_data["trans_b"] = trans_b;
     ctx->saved_data["a_shape"] = a_in.sizes().vec();
     ctx->saved_data["b_shape"] = b_in.sizes().vec();
-    std::vector<int64_t> shape = a_in.sizes().vec();
-    shape.back() = n;
-    return c.view(shape);
+    return c.view(with_last(a_in.sizes(), n));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
