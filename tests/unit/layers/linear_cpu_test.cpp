@@ -11,12 +11,23 @@
 #include <tuple>
 
 #include "layers/linear_cpu.h"
+#include "support/tensor_match.h"
 
 namespace linear_cpu_test {
 
-double largest_gap(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
+using hybridlab::test::max_abs_diff;
+
+// Restores LibTorch's intra-op thread count when a test case ends, however it ends.
+class IntraOpThreads {
+ public:
+  IntraOpThreads() : before_(at::get_num_threads()) {}
+  ~IntraOpThreads() { at::set_num_threads(before_); }
+  IntraOpThreads(const IntraOpThreads&) = delete;
+  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
+
+ private:
+  int before_;
+};
 
 // Output and gradients of sum(y ⊙ r) through f, for fresh leaves copied from x and w.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> run(
@@ -35,7 +46,7 @@ using namespace linear_cpu_test;
 
 TEST_CASE("linear_cpu equals torch::linear and its gradients in fp64, split by rows and columns",
           "[linear_cpu]") {
-  const int threads_before = at::get_num_threads();
+  const IntraOpThreads restore;
   torch::manual_seed(11);
   // {x shape, out}: rows ≥ out splits y by rows and dW by columns (out < in); rows < out splits y
   // by columns and dW by rows.
@@ -55,20 +66,19 @@ TEST_CASE("linear_cpu equals torch::linear and its gradients in fp64, split by r
               w, r);
       INFO("threads " << threads << ", x " << x.sizes() << ", out " << out);
       CHECK(y.sizes() == y_ref.sizes());
-      CHECK(largest_gap(y, y_ref) < 1e-12);
-      CHECK(largest_gap(dx, dx_ref) < 1e-12);
-      CHECK(largest_gap(dw, dw_ref) < 1e-12);
+      CHECK(max_abs_diff(y, y_ref) < 1e-12);
+      CHECK(max_abs_diff(dx, dx_ref) < 1e-12);
+      CHECK(max_abs_diff(dw, dw_ref) < 1e-12);
       // An independent value: one output element by hand.
       const double by_hand = (x.reshape({-1, shape.back()})[0] * w[out - 1]).sum().item<double>();
       CHECK(y.reshape({-1, out})[0][out - 1].item<double>() == Approx(by_hand).epsilon(1e-12));
     }
   }
-  at::set_num_threads(threads_before);
 }
 
 TEST_CASE("linear_cpu in fp32 agrees with fp64; strided x; a gradient for one input only",
           "[linear_cpu]") {
-  const int threads_before = at::get_num_threads();
+  const IntraOpThreads restore;
   at::set_num_threads(2);
   torch::manual_seed(12);
   const torch::Tensor x64 = torch::randn({8, 3, 32}, torch::kDouble).transpose(0, 1);  // strided
@@ -77,16 +87,15 @@ TEST_CASE("linear_cpu in fp32 agrees with fp64; strided x; a gradient for one in
   const auto [y, dx, dw] = run(hybridlab::linear_cpu, x64.to(torch::kFloat), w64.to(torch::kFloat),
                                r64.to(torch::kFloat));
   const torch::Tensor y_ref = torch::matmul(x64, w64.t());
-  CHECK(largest_gap(y, y_ref) < 1e-5 * y_ref.abs().max().item<double>());
-  CHECK(largest_gap(dx, torch::matmul(r64, w64)) < 1e-4);
-  CHECK(largest_gap(dw, torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) < 1e-4);
+  CHECK(max_abs_diff(y, y_ref) < 1e-5 * y_ref.abs().max().item<double>());
+  CHECK(max_abs_diff(dx, torch::matmul(r64, w64)) < 1e-4);
+  CHECK(max_abs_diff(dw, torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) < 1e-4);
 
   // Only w needs a gradient (the first projection of a model): x gets none, w the right one.
   const torch::Tensor wl = w64.clone().requires_grad_(true);
   hybridlab::linear_cpu(x64, wl).mul(r64).sum().backward();
-  CHECK(largest_gap(wl.grad(), torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) <
+  CHECK(max_abs_diff(wl.grad(), torch::matmul(r64.reshape({-1, 24}).t(), x64.reshape({-1, 32}))) <
         1e-12);
-  at::set_num_threads(threads_before);
 }
 
 TEST_CASE("linear_cpu refuses what it cannot take; project() falls back to the module",
@@ -102,14 +111,14 @@ TEST_CASE("linear_cpu refuses what it cannot take; project() falls back to the m
   torch::nn::Linear with_bias(torch::nn::LinearOptions(6, 5).bias(true));
   torch::nn::Linear no_bias(torch::nn::LinearOptions(6, 5).bias(false));
   // The bias is honoured (the module's own forward), and the fused path matches the module.
-  CHECK(largest_gap(hybridlab::project(with_bias, x, true), with_bias(x)) == 0);
-  CHECK(largest_gap(hybridlab::project(no_bias, x, false), no_bias(x)) == 0);
-  CHECK(largest_gap(hybridlab::project(no_bias, x, true), no_bias(x)) < 1e-5);
+  CHECK(max_abs_diff(hybridlab::project(with_bias, x, true), with_bias(x)) == 0);
+  CHECK(max_abs_diff(hybridlab::project(no_bias, x, false), no_bias(x)) == 0);
+  CHECK(max_abs_diff(hybridlab::project(no_bias, x, true), no_bias(x)) < 1e-5);
 }
 
 TEST_CASE("matmul_cpu equals torch::matmul and its gradients in fp64, b plain and transposed",
           "[linear_cpu]") {
-  const int threads_before = at::get_num_threads();
+  const IntraOpThreads restore;
   torch::manual_seed(13);
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
@@ -130,15 +139,14 @@ TEST_CASE("matmul_cpu equals torch::matmul and its gradients in fp64, b plain an
           a, b, r);
       INFO("threads " << threads << ", trans_b " << trans_b);
       CHECK(c.sizes() == c_ref.sizes());
-      CHECK(largest_gap(c, c_ref) < 1e-12);
-      CHECK(largest_gap(da, da_ref) < 1e-12);
-      CHECK(largest_gap(db, db_ref) < 1e-12);
+      CHECK(max_abs_diff(c, c_ref) < 1e-12);
+      CHECK(max_abs_diff(da, da_ref) < 1e-12);
+      CHECK(max_abs_diff(db, db_ref) < 1e-12);
       const double by_hand =
           (a[1][2][5] * (trans_b ? b[1][2][6] : b[1][2].select(1, 6))).sum().item<double>();
       CHECK(c[1][2][5][6].item<double>() == Approx(by_hand).epsilon(1e-12));
     }
   }
-  at::set_num_threads(threads_before);
   CHECK_FALSE(hybridlab::matmul_cpu_applies(torch::randn({2, 3, 4}), torch::randn({3, 4, 5}),
                                             false));  // batch sizes differ
   CHECK_FALSE(hybridlab::matmul_cpu_applies(torch::randn({3, 4}), torch::randn({4, 5}), false));
@@ -148,7 +156,7 @@ TEST_CASE("matmul_cpu equals torch::matmul and its gradients in fp64, b plain an
 
 TEST_CASE("bmm_cpu and bmm_add_ equal at::bmm through transposed and narrowed views",
           "[linear_cpu]") {
-  const int threads_before = at::get_num_threads();
+  const IntraOpThreads restore;
   torch::manual_seed(14);
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
@@ -157,9 +165,9 @@ TEST_CASE("bmm_cpu and bmm_add_ equal at::bmm through transposed and narrowed vi
     const torch::Tensor bt = torch::randn({3, 7, 4}, torch::kDouble);   // read as b = btᵀ
     const torch::Tensor at_ = torch::randn({3, 4, 6}, torch::kDouble);  // read as a = at_ᵀ
     const torch::Tensor ref = at::bmm(a, bt.transpose(1, 2));
-    CHECK(largest_gap(hybridlab::bmm_cpu(a, bt.transpose(1, 2)), ref) < 1e-12);
-    CHECK(largest_gap(hybridlab::bmm_cpu(at_.transpose(1, 2), bt.transpose(1, 2)),
-                      at::bmm(at_.transpose(1, 2), bt.transpose(1, 2))) < 1e-12);
+    CHECK(max_abs_diff(hybridlab::bmm_cpu(a, bt.transpose(1, 2)), ref) < 1e-12);
+    CHECK(max_abs_diff(hybridlab::bmm_cpu(at_.transpose(1, 2), bt.transpose(1, 2)),
+                       at::bmm(at_.transpose(1, 2), bt.transpose(1, 2))) < 1e-12);
     const double by_hand = (a[2][5] * bt[2][6]).sum().item<double>();
     CHECK(hybridlab::bmm_cpu(a, bt.transpose(1, 2))[2][5][6].item<double>() ==
           Approx(by_hand).epsilon(1e-12));
@@ -168,11 +176,10 @@ TEST_CASE("bmm_cpu and bmm_add_ equal at::bmm through transposed and narrowed vi
     const torch::Tensor start = torch::randn({3, 10, 7}, torch::kDouble);
     torch::Tensor big = start.clone();
     hybridlab::bmm_add_(big.narrow(1, 2, 6), a, bt.transpose(1, 2), 0.5);
-    CHECK(largest_gap(big.narrow(1, 2, 6), start.narrow(1, 2, 6) + 0.5 * ref) < 1e-12);
-    CHECK(largest_gap(big.narrow(1, 0, 2), start.narrow(1, 0, 2)) == 0);
-    CHECK(largest_gap(big.narrow(1, 8, 2), start.narrow(1, 8, 2)) == 0);
+    CHECK(max_abs_diff(big.narrow(1, 2, 6), start.narrow(1, 2, 6) + 0.5 * ref) < 1e-12);
+    CHECK(max_abs_diff(big.narrow(1, 0, 2), start.narrow(1, 0, 2)) == 0);
+    CHECK(max_abs_diff(big.narrow(1, 8, 2), start.narrow(1, 8, 2)) == 0);
   }
-  at::set_num_threads(threads_before);
   // Autograd would record: LibTorch's bmm, with its gradient.
   const torch::Tensor x = torch::randn({2, 3, 4}).requires_grad_(true);
   const torch::Tensor y = hybridlab::bmm_cpu(x, torch::randn({2, 4, 5}));
