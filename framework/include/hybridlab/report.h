@@ -16,6 +16,7 @@ struct ReportFiles {
   std::vector<std::string> plots;  ///< <dir>/plots/*.png (empty when gnuplot is missing)
   std::string markdown_text;       ///< the content of summary.md (printed by `run`)
   int64_t claims_held = 0, claims_failed = 0, claims_inconclusive = 0;
+  int64_t claims_split = 0;  ///< claims on a variant whose seeds split (report/health.h)
 };
 
 /// Reads every <experiment_dir>/<run>/{results.json,status.json,metrics.jsonl,source.yaml} and
@@ -27,9 +28,11 @@ struct ReportFiles {
 ///    of its 95% Student-t interval (`<metric>@<length>_ci95`, empty for n = 1);
 ///  - summary.md: per task, a variant x eval length table of the primary metric, mean ± 95% CI
 ///    over seeds, the best value per column in bold and the values indistinguishable from it
-///    (overlapping intervals) marked ≈, a health column (still learning, at chance, diverged); the
+///    (overlapping intervals) marked ≈, a health column (still learning, at chance, diverged, seeds
+///    split); the
 ///    claims with their outcome; failed runs listed with their error;
-///  - claims.csv: each `expect:` claim of the experiment: holds / fails / inconclusive with the
+///  - claims.csv: each `expect:` claim of the experiment: holds / fails / inconclusive / seeds
+///    split with the
 ///    numbers it was judged on;
 ///  - plots/<task>_<metric>_vs_length.png (one line per variant with 95% error bars, training
 ///    length marked), plots/<task>_loss_vs_step.png and, for text, the loss per position.

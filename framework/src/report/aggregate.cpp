@@ -63,6 +63,16 @@ bool metric_higher_is_better(const std::string& metric, const std::string& prima
   return true;
 }
 
+namespace {
+
+// Health is judged where the model was trained: at the training length (else the shortest).
+int64_t health_length(const RunData& r) {
+  if (!r.eval.count(r.train_length) && !r.eval.empty()) return r.eval.begin()->first;
+  return r.train_length;
+}
+
+}  // namespace
+
 Interval VariantCells::cell(const std::string& metric, int64_t length) const {
   const auto it = cells.find({metric, length});
   if (it != cells.end()) return it->second;
@@ -88,7 +98,21 @@ std::string VariantCells::health_text() const {
   add("diverged", d);
   add("still learning", l);
   add("at chance", c);
+  if (split.split()) s += (s.empty() ? "" : ", ") + split.text();
   return s.empty() ? "ok" : s;
+}
+
+std::string VariantCells::split_note() const {
+  if (!split.split()) return "";
+  std::string who;
+  for (size_t i : split.behind) {
+    const RunData& r = *runs[i];
+    const std::string seed = r.label("seed");
+    who += fmt::format(", {} at {:.3g}", seed.empty() ? r.name : "seed-" + seed,
+                       r.value(r.primary, health_length(r)));
+  }
+  return fmt::format("seeds split: {}/{} reached{} ({} at {})", split.reached, split.n, who,
+                     primary, train_length);
 }
 
 std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
@@ -130,15 +154,16 @@ std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
       for (const RunData* r : g.runs) values.push_back(r->value(m, L));
       g.cells[{m, L}] = mean_interval(values, confidence);
     }
+    std::vector<double> primaries;
+    double chance = NAN;
     for (const RunData* r : g.runs) {
-      // Health is judged where the model was trained: at the training length (else the shortest).
-      int64_t L = r->train_length;
-      if (!r->eval.count(L) && !r->eval.empty()) L = r->eval.begin()->first;
+      const double value = r->value(r->primary, health_length(*r));
       const auto ch = r->chance.find(r->primary);
-      g.health.push_back(assess(r->loss, r->value(r->primary, L),
-                                ch == r->chance.end() ? NAN : ch->second, r->higher_is_better,
-                                thresholds));
+      chance = ch == r->chance.end() ? NAN : ch->second;
+      g.health.push_back(assess(r->loss, value, chance, r->higher_is_better, thresholds));
+      primaries.push_back(value);
     }
+    g.split = seed_split(primaries, chance, g.higher_is_better, thresholds);
   }
   return out;
 }

@@ -68,6 +68,9 @@ struct VariantCells {
   std::vector<const RunData*> runs;  ///< the runs aggregated (for tuned variants: the chosen value)
   std::map<std::pair<std::string, int64_t>, Interval> cells;  ///< (metric, length) -> interval
   std::vector<Health> health;                                 ///< per run, in `runs` order
+  /// The seeds' primary metric at the training length on either side of the plateau
+  /// (seed_split(), health.h); indices of `split.behind` are into `runs`.
+  SeedSplit split;
   /// Tuned key -> chosen value text (empty when nothing is tuned); see tuning.h.
   Labels chosen;
   std::set<std::string>
@@ -76,8 +79,12 @@ struct VariantCells {
   std::vector<std::pair<std::string, double>> tuning_scores;
   /// The interval of `metric` at `length` (empty when absent).
   Interval cell(const std::string& metric, int64_t length) const;
-  /// Flags set on any run, with counts when not all runs have them, e.g. "still learning (1/3)".
+  /// Flags set on any run, with counts when not all runs have them, e.g. "still learning (1/3)",
+  /// then the seed split when the seeds split ("seeds split (2/3 reached)").
   std::string health_text() const;
+  /// "" when the seeds do not split, else which seeds are behind and at what value, e.g.
+  /// "seeds split: 2/3 reached, seed-1 at 0.236 (accuracy at 64)".
+  std::string split_note() const;
 };
 
 /// Groups runs with results into variants (the seeds of one configuration; `confidence` for the

@@ -399,6 +399,8 @@ std::string claim_status_name(ClaimStatus s) {
       return "holds";
     case ClaimStatus::kFails:
       return "fails";
+    case ClaimStatus::kSplit:
+      return "seeds split";
     case ClaimStatus::kInconclusive:
       break;
   }
@@ -406,7 +408,8 @@ std::string claim_status_name(ClaimStatus s) {
 }
 
 ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
-                            const std::function<bool(const std::string&)>& higher_is_better) {
+                            const std::function<bool(const std::string&)>& higher_is_better,
+                            const SplitLookup& split) {
   ClaimOutcome o;
   o.lhs = lookup(claim.lhs.variant, claim.lhs.metric, claim.lhs.length);
   if (claim.rhs_is_number) {
@@ -465,6 +468,19 @@ ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
   }
   const bool points = !o.lhs.has_interval() && (claim.rhs_is_number || !o.rhs.has_interval());
   if (points) o.note += std::string(o.note.empty() ? "" : "; ") + "n=1: no interval";
+  if (split) {
+    std::string notes;
+    for (const std::string* variant :
+         {&claim.lhs.variant, claim.rhs_is_number ? nullptr : &claim.rhs.variant}) {
+      if (!variant || (variant != &claim.lhs.variant && *variant == claim.lhs.variant)) continue;
+      const std::string n = split(*variant);
+      if (!n.empty()) notes += (notes.empty() ? "" : "; ") + *variant + " " + n;
+    }
+    if (!notes.empty()) {
+      o.note = fmt::format("{} (on the intervals alone: {})", notes, claim_status_name(o.status));
+      o.status = ClaimStatus::kSplit;
+    }
+  }
   return o;
 }
 

@@ -89,8 +89,10 @@ struct ClaimCatalog {
 /// (listing the valid ones).
 void resolve_claim(Claim& claim, const ClaimCatalog& catalog);
 
-enum class ClaimStatus { kHolds, kFails, kInconclusive };
-std::string claim_status_name(ClaimStatus s);  ///< "holds", "fails", "inconclusive"
+/// kSplit: a side's variant has seeds on both sides of the learning plateau (SeedSplit,
+/// health.h), so its mean describes no seed and the claim is not judged on it.
+enum class ClaimStatus { kHolds, kFails, kInconclusive, kSplit };
+std::string claim_status_name(ClaimStatus s);  ///< "holds", "fails", "inconclusive", "seeds split"
 
 /// A resolved claim with the numbers it was judged on.
 struct ClaimOutcome {
@@ -102,6 +104,8 @@ struct ClaimOutcome {
 /// Looks up the interval of a resolved cell (variant, metric, length); empty when not measured.
 using CellLookup =
     std::function<Interval(const std::string& variant, const std::string& metric, int64_t length)>;
+/// The seed-split note of a variant (VariantCells::split_note()), "" when its seeds do not split.
+using SplitLookup = std::function<std::string(const std::string& variant)>;
 
 /// Judges a resolved claim. With a = the left interval and b = the right one (a number is a
 /// point): "a > b" holds when a.lo > b.hi, fails when a.hi <= b.lo; "a >= b" holds when
@@ -109,7 +113,10 @@ using CellLookup =
 /// [a.lo − b.hi, a.hi − b.lo] lies in [−t, t], fails when it lies wholly outside; every other
 /// case is inconclusive. "better"/"worse" are ">"/"<" for metrics where higher is better (per
 /// `higher_is_better(metric)`), the reverse otherwise. A cell without values is inconclusive.
+/// When `split` names a split for either side's variant, the outcome is kSplit whatever the
+/// intervals say; its note gives the split and the intervals' own verdict.
 ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
-                            const std::function<bool(const std::string&)>& higher_is_better);
+                            const std::function<bool(const std::string&)>& higher_is_better,
+                            const SplitLookup& split = nullptr);
 
 }  // namespace hybridlab::report

@@ -105,6 +105,37 @@ bool solved(double value, double chance, bool higher_is_better, const HealthThre
   return gap_closed(value, chance, higher_is_better) > 1 - t.solved_margin;
 }
 
+std::string SeedSplit::text() const {
+  if (!split()) return "";
+  return "seeds split (" + std::to_string(reached) + "/" + std::to_string(n) + " reached)";
+}
+
+SeedSplit seed_split(const std::vector<double>& values, double chance, bool higher_is_better,
+                     const HealthThresholds& t) {
+  SeedSplit s;
+  std::vector<double> closed(values.size(), NAN);
+  double best = -INFINITY;
+  for (size_t i = 0; i < values.size(); ++i) {
+    closed[i] = gap_closed(values[i], chance, higher_is_better);
+    if (!std::isfinite(closed[i])) continue;
+    ++s.n;
+    best = std::max(best, closed[i]);
+  }
+  if (s.n < 2 || best < t.split_reached) {
+    s.reached = best >= t.split_reached ? s.n : 0;
+    return s;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(closed[i])) continue;
+    if (closed[i] <= best - t.split_gap) {
+      s.behind.push_back(i);
+    } else {
+      ++s.reached;
+    }
+  }
+  return s;
+}
+
 Health assess(const std::vector<LossPoint>& curve, double primary_value, double chance,
               bool higher_is_better, const HealthThresholds& t) {
   Health h;

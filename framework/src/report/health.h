@@ -33,6 +33,10 @@ struct HealthThresholds {
   double chance_margin = 0.1;      ///< share of the chance-to-perfect gap that counts as at chance
   double solved_margin = 0.05;     ///< share of that gap left that counts as solved
   double divergence_factor = 2.0;  ///< last-window mean above this × best window mean: diverged
+  /// Seeds split (seed_split()): the best seed closes at least this share of the gap ...
+  double split_reached = 0.8;
+  /// ... and another closes at least this share of the gap less than the best one.
+  double split_gap = 0.25;
 };
 
 /// Health of one run (or of the seeds of one variant: each flag is set when any seed has it).
@@ -65,6 +69,28 @@ bool at_chance(double value, double chance, bool higher_is_better, const HealthT
 /// Whether `value` closes all but `solved_margin` of the gap between `chance` and a perfect score
 /// (1 when `higher_is_better`, else 0). False when either is not finite.
 bool solved(double value, double chance, bool higher_is_better, const HealthThresholds& t = {});
+
+/// How the seeds of one variant fall on either side of the learning plateau, from their primary
+/// metric at the training length. The seeds split when the best one closes at least
+/// `split_reached` of the gap between chance and a perfect score and another closes at least
+/// `split_gap` of it less: one seed left the plateau and another did not, so the mean describes
+/// neither, and a claim on it rests on which seeds were drawn (docs/experiments.md, run health).
+struct SeedSplit {
+  size_t n = 0;        ///< seeds with a finite value
+  size_t reached = 0;  ///< seeds within `split_gap` of the best one's gap closed
+  /// Indices (into the values given to seed_split) of the seeds short of the best by `split_gap`
+  /// or more; empty unless split().
+  std::vector<size_t> behind;
+  bool split() const { return !behind.empty(); }
+  /// "" when not split, else e.g. "seeds split (2/3 reached)".
+  std::string text() const;
+};
+
+/// The seed split of `values` (one per seed; NaN entries are ignored) with chance level `chance`;
+/// perfect is 1 when `higher_is_better`, else 0. Never split when chance is unknown (NaN) or fewer
+/// than two values are finite.
+SeedSplit seed_split(const std::vector<double>& values, double chance, bool higher_is_better,
+                     const HealthThresholds& t = {});
 
 /// All three flags of one run; a solved primary metric is never still learning.
 Health assess(const std::vector<LossPoint>& curve, double primary_value, double chance,

@@ -558,6 +558,12 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
                               : report::metric_higher_is_better(m, variants[0].primary,
                                                                 variants[0].higher_is_better);
     };
+    const auto split_of = [&](const std::string& name) {
+      for (const auto& v : variants) {
+        if (v.variant == name) return v.split_note();
+      }
+      return std::string();
+    };
     std::vector<std::vector<std::string>> crow;
     md += "\n## Claims\n\n| claim | outcome | left | right | note |\n|---|---|---|---|---|\n";
     for (const auto& text : claims) {
@@ -567,7 +573,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       try {
         c = report::parse_claim(text);
         report::resolve_claim(c, cat);
-        o = report::evaluate_claim(c, lookup, higher);
+        o = report::evaluate_claim(c, lookup, higher, split_of);
       } catch (const report::ClaimError& e) {
         // Checked when the experiment was read; here the runs of a cell may be missing.
         o.status = report::ClaimStatus::kInconclusive;
@@ -576,6 +582,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       const std::string status = report::claim_status_name(o.status);
       (o.status == report::ClaimStatus::kHolds   ? files.claims_held
        : o.status == report::ClaimStatus::kFails ? files.claims_failed
+       : o.status == report::ClaimStatus::kSplit ? files.claims_split
                                                  : files.claims_inconclusive)++;
       const auto side_cells = [](const report::Interval& iv, bool number) {
         return std::vector<std::string>{iv.empty() ? "" : plot::format_number(iv.mean),
@@ -600,8 +607,14 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
                         o.status == report::ClaimStatus::kHolds ? status : "**" + status + "**",
                         md_side(o.lhs, false), md_side(o.rhs, c.rhs_is_number), o.note);
     }
-    md += fmt::format("\n{} claims: {} hold, {} fail, {} inconclusive.\n", claims.size(),
+    md += fmt::format("\n{} claims: {} hold, {} fail, {} inconclusive", claims.size(),
                       files.claims_held, files.claims_failed, files.claims_inconclusive);
+    md += files.claims_split == 0
+              ? std::string(".\n")
+              : fmt::format(", {} on variants whose seeds split (one seed left the plateau, "
+                            "another did not: more seeds, a longer schedule or a better recipe; "
+                            "docs/experiments.md#run-health).\n",
+                            files.claims_split);
     files.claims_csv = (dir / "claims.csv").string();
     plot::write_csv(files.claims_csv,
                     {"claim", "outcome", "left", "left_mean", "left_ci95", "left_n", "right",
@@ -609,6 +622,16 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
                     crow);
   }
 
+  std::string splits;
+  for (const auto& v : variants) {
+    if (v.split.split()) splits += fmt::format("- {}: {}\n", row_label(v.labels, v.variant), v.split_note());
+  }
+  if (!splits.empty()) {
+    md += "\n## Seeds that split\n\nOne seed of each variant below left the learning plateau "
+          "and another did not; the mean describes neither. Run more seeds, a longer schedule "
+          "or a recipe that leaves the plateau on every seed (docs/experiments.md#run-health).\n\n" +
+          splits;
+  }
   std::string failed;
   for (const auto& r : runs) {
     if (r.state != "finished" && r.state != "new") {

@@ -113,3 +113,42 @@ TEST_CASE("health: at chance against the task's chance level", "[report][health]
 }
 
 }  // namespace health_test
+
+namespace health_test {
+
+TEST_CASE("health: seeds split when one leaves the plateau and another does not",
+          "[report][health][split]") {
+  const double chance = 1.0 / 128;  // MQAR, vocabulary 256
+  // Gap closed (v - 1/128) / (127/128): 0.98 -> 0.97984, 0.236 -> 0.22992, 0.99 -> 0.98992.
+  // Best 0.98992 >= 0.8; 0.22992 is 0.76 below it (>= 0.25): behind; 0.97984 is not.
+  const SeedSplit s = seed_split({0.98, 0.236, 0.99}, chance, true);
+  REQUIRE(s.split());
+  REQUIRE(s.n == 3);
+  REQUIRE(s.reached == 2);
+  REQUIRE(s.behind == std::vector<size_t>{1});
+  REQUIRE(s.text() == "seeds split (2/3 reached)");
+  // The slow seed of an earlier build: 0.68 closes 0.67748, 0.31 below the best: still split.
+  REQUIRE(seed_split({0.984, 0.68, 0.99}, chance, true).split());
+  // Every seed near the best (0.90 closes 0.89921, 0.09 below 0.98992): no split.
+  REQUIRE_FALSE(seed_split({0.90, 0.95, 0.99}, chance, true).split());
+  // Every seed on the plateau (best 0.25 closes 0.2441 < 0.8): no seed reached, no split.
+  const SeedSplit plateau = seed_split({0.25, 0.24, 0.26}, chance, true);
+  REQUIRE_FALSE(plateau.split());
+  REQUIRE(plateau.reached == 0);
+  REQUIRE(plateau.text().empty());
+  // Lower is better: losses 0.1 and 2.0 against chance 4.85 close 0.97938 and 0.58763: split.
+  REQUIRE(seed_split({0.1, 2.0}, 4.85, false).split());
+  REQUIRE_FALSE(seed_split({0.1, 0.5}, 4.85, false).split());  // 0.89691: 0.08 below
+  // Unknown chance, one finite seed, NaN seeds: never split; NaNs are not counted.
+  REQUIRE_FALSE(seed_split({0.99, 0.2}, NAN, true).split());
+  REQUIRE_FALSE(seed_split({0.99, NAN}, chance, true).split());
+  const SeedSplit with_nan = seed_split({0.99, NAN, 0.2}, chance, true);
+  REQUIRE(with_nan.n == 2);
+  REQUIRE(with_nan.behind == std::vector<size_t>{2});
+  // The thresholds are the documented ones and can be changed.
+  HealthThresholds loose;
+  loose.split_gap = 0.8;
+  REQUIRE_FALSE(seed_split({0.98, 0.236, 0.99}, chance, true, loose).split());
+}
+
+}  // namespace health_test

@@ -165,6 +165,45 @@ TEST_CASE("report: claims are judged on the intervals and written to claims.csv"
   REQUIRE(std::stod(row[8]) == Approx(0.0248414).epsilon(1e-5));
 }
 
+TEST_CASE("report: a variant whose seeds split is flagged and its claims are not judged",
+          "[report][claims][split]") {
+  jobtest::TempDir tmp;
+  // GG: two seeds left the plateau (0.98, 0.99), seed 1 did not (0.236): mean 0.73533, half-width
+  // 4.302653 * 0.432464 / sqrt(3) = 1.07430: [-0.339, 1.810], inconclusive on the interval
+  // alone, and named as a split instead. AA is at
+  // chance on every seed: no split. GA's seeds agree: its claim is judged as usual.
+  const double gg[] = {0.98, 0.236, 0.99}, aa[] = {0.01, 0.02, 0.03}, ga[] = {0.97, 0.98, 0.99};
+  for (int s = 0; s < 3; ++s) {
+    write_run(tmp.path, {"GG", s, gg[s], 0.5, false});
+    write_run(tmp.path, {"AA", s, aa[s], 0.01, false});
+    write_run(tmp.path, {"GA", s, ga[s], 0.5, false});
+  }
+  write_expectations(tmp.str(), {"GG accuracy at 64 >= 0.01", "GA accuracy at 64 is better than GG",
+                                 "GA accuracy at 64 is better than AA"});
+  const ReportFiles f = write_report(tmp.str(), false);
+  const std::string& md = f.markdown_text;
+  INFO(md);
+  REQUIRE(md.find("| pattern=GG | 3 | ≈ 0.7353 ± 1.0743 | **0.5000 ± 0.0000** | seeds split (2/3 "
+                  "reached) |") != std::string::npos);
+  REQUIRE(md.find("| pattern=AA | 3 | 0.0200 ± 0.0248 | 0.0100 ± 0.0000 | at chance |") !=
+          std::string::npos);
+  REQUIRE(f.claims_split == 2);
+  REQUIRE(f.claims_held == 1);
+  REQUIRE(f.claims_inconclusive == 0);
+  REQUIRE(md.find("| GG accuracy at 64 >= 0.01 | **seeds split** |") != std::string::npos);
+  REQUIRE(md.find("pattern-GG seeds split: 2/3 reached, seed-1 at 0.236 (accuracy at 64) (on "
+                  "the intervals alone: inconclusive)") != std::string::npos);
+  REQUIRE(md.find("| GA accuracy at 64 is better than AA | holds |") != std::string::npos);
+  REQUIRE(md.find("## Seeds that split") != std::string::npos);
+  REQUIRE(md.find("- pattern=GG: seeds split: 2/3 reached, seed-1 at 0.236") != std::string::npos);
+  REQUIRE(md.find("3 claims: 1 hold, 0 fail, 0 inconclusive, 2 on variants whose seeds split") !=
+          std::string::npos);
+  // (Its note holds commas, quoted in the CSV: only the leading cells are read here.)
+  const auto row = csv_row(slurp(f.claims_csv), "GA accuracy at 64 is better than GG");
+  REQUIRE(row.size() >= 2);
+  REQUIRE(row[1] == "seeds split");
+}
+
 TEST_CASE("report: a claim about a variant without finished runs is inconclusive",
           "[report][claims]") {
   jobtest::TempDir tmp;
