@@ -8,6 +8,7 @@
 
 #include "hybridlab/error.h"
 #include "layers/attention_tiled.h"
+#include "layers/gated_deltanet_kernels.h"
 #include "layers/linear_cpu.h"
 
 namespace hybridlab {
@@ -23,6 +24,8 @@ AttentionOptions read_attention_options(Section s, int64_t d_model, const Attent
   o.output_gate = s.get<bool>("output_gate", o.output_gate);
   o.block_size = s.get<int64_t>("block_size", o.block_size);
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
+  o.use_short_conv = s.get<bool>("use_short_conv", o.use_short_conv);
+  o.conv_size = s.get<int64_t>("conv_size", o.conv_size);
   if (s.has("position") || !base) o.position = read_position_spec(s.child("position"));
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");
@@ -42,6 +45,7 @@ AttentionOptions read_attention_options(Section s, int64_t d_model, const Attent
   s.check(o.window >= 0, "window", "must be >= 0 (0 = full attention)");
   s.check(o.block_size > 0, "block_size", "must be > 0");
   s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
+  s.check(o.conv_size >= 1, "conv_size", "must be >= 1 (use use_short_conv: false to disable)");
   s.finish();
   return o;
 }
@@ -87,7 +91,37 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
     q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, opts_.norm_eps));
     k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, opts_.norm_eps));
   }
+  if (opts_.use_short_conv) {
+    TORCH_CHECK(opts_.conv_size >= 1, "Attention: conv_size must be >= 1");
+    // PyTorch's Conv1d default init (kaiming-uniform with a = sqrt(5): bound 1/sqrt(fan_in)), as
+    // Gated DeltaNet's convolutions.
+    const double bound = 1.0 / std::sqrt(static_cast<double>(opts_.conv_size));
+    const auto conv = [&](const char* name, int64_t channels) {
+      return register_parameter(
+          name, torch::empty({channels, 1, opts_.conv_size}).uniform_(-bound, bound));
+    };
+    q_conv = conv("q_conv", n_heads_ * head_dim_);
+    k_conv = conv("k_conv", n_kv_heads_ * head_dim_);
+    v_conv = conv("v_conv", n_kv_heads_ * head_dim_);
+  }
   if (register_scheme) register_module("position", scheme_);
+}
+
+void Attention::convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v,
+                         AttentionCache* cache) {
+  if (!opts_.use_short_conv) return;
+  const bool fused = true;  // the fused CPU taps are tested equal to the reference taps
+  auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused);
+  auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused);
+  auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused);
+  q = cq.y;
+  k = ck.y;
+  v = cv.y;
+  if (cache) {
+    cache->conv_q = cq.cache;
+    cache->conv_k = ck.cache;
+    cache->conv_v = cv.cache;
+  }
 }
 
 int64_t Attention::active_window() const {
@@ -97,7 +131,7 @@ int64_t Attention::active_window() const {
 
 int64_t AttentionCache::nbytes() const {
   int64_t n = 0;
-  for (const torch::Tensor* t : {&k, &v, &positions}) {
+  for (const torch::Tensor* t : {&k, &v, &positions, &conv_q, &conv_k, &conv_v}) {
     if (t->defined()) n += static_cast<int64_t>(t->nbytes());
   }
   return n;
@@ -115,27 +149,32 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
   TORCH_CHECK(positions.dim() == 1 && positions.size(0) == T, "Attention: positions must be [", T,
               "], got ", positions.sizes());
 
+  AttentionCache* cache = nullptr;
+  if (cache_base) {
+    cache = dynamic_cast<AttentionCache*>(cache_base);
+    TORCH_CHECK(cache, "Attention: wrong cache type");
+  }
   torch::Tensor q, gate;
   const torch::Tensor qp = q_proj(x);  // [B,T,H*Dh*(1|2)]
   if (opts_.output_gate) {
     const auto parts = qp.view({B, T, n_heads_, 2 * head_dim_}).split(head_dim_, -1);
-    q = parts[0];
+    q = parts[0].reshape({B, T, n_heads_ * head_dim_});
     gate = parts[1];  // [B,T,H,Dh]
   } else {
-    q = qp.view({B, T, n_heads_, head_dim_});
+    q = qp;
   }
-  q = q.transpose(1, 2);                                                             // [B,H,T,Dh]
-  torch::Tensor k = k_proj(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Hkv,T,Dh]
-  torch::Tensor v = v_proj(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k = k_proj(x), v = v_proj(x);  // [B,T,Hkv*Dh]
+  convolve(q, k, v, cache);
+  q = q.reshape({B, T, n_heads_, head_dim_}).transpose(1, 2);     // [B,H,T,Dh]
+  k = k.reshape({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Hkv,T,Dh]
+  v = v.reshape({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
   if (opts_.qk_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
 
   torch::Tensor k_pos = positions;
-  if (cache_base) {
-    auto* cache = dynamic_cast<AttentionCache*>(cache_base);
-    TORCH_CHECK(cache, "Attention: wrong cache type");
+  if (cache) {
     if (cache->k.defined()) {
       k = torch::cat({cache->k, k}, 2);
       v = torch::cat({cache->v, v}, 2);
@@ -286,11 +325,16 @@ MixerInfo Attention::info(int64_t length) const {
   }
   const double proj = 2.0 * d_model_ * head_dim_ *
                       (n_heads_ * (opts_.output_gate ? 2 : 1) + 2 * n_kv_heads_ + n_heads_);
-  m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys;
+  const int64_t conv_width = (n_heads_ + 2 * n_kv_heads_) * head_dim_;
+  const bool conv = opts_.use_short_conv;
+  m.state_floats = conv ? (opts_.conv_size - 1) * conv_width : 0;
+  m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys +
+                      (conv ? 2.0 * opts_.conv_size * conv_width : 0.0);
   m.details = "H=" + std::to_string(n_heads_) + " Hkv=" + std::to_string(n_kv_heads_) +
               " Dh=" + std::to_string(head_dim_) + (opts_.causal ? "" : " bidir") +
               (opts_.window > 0 ? " window=" + std::to_string(opts_.window) : "") +
-              (opts_.qk_norm ? " qk_norm" : "") + (opts_.output_gate ? " gate" : "");
+              (opts_.qk_norm ? " qk_norm" : "") + (opts_.output_gate ? " gate" : "") +
+              (conv ? " conv=" + std::to_string(opts_.conv_size) : "");
   return m;
 }
 

@@ -39,13 +39,21 @@ struct AttentionOptions {
   bool output_gate = false;  ///< Qwen3-Next sigmoid output gate
   int64_t block_size = 512;  ///< queries per block
   double norm_eps = 1e-6;    ///< eps of the qk-norm
-  PositionSpec position;     ///< the positional scheme (`position: {scheme: NAME, ...params}`)
+  /// A causal depthwise short convolution (kernel `conv_size`, SiLU) on the q, k and v
+  /// projections before the heads, as Gated DeltaNet has (fla `ShortConvolution`): it hands every
+  /// position its predecessors' projections, the previous-token half of an induction head that
+  /// full attention otherwise learns from its positional signal. Zoology puts a short convolution
+  /// before every mixer, attention included (Arora et al. 2024, Based §3 and its code's BaseConv;
+  /// the Forgetting Transformer's "Pro" block shifts keys and values alike, Lin et al. 2025 §3.2).
+  bool use_short_conv = false;
+  int64_t conv_size = 4;  ///< kernel size of that convolution (>= 1)
+  PositionSpec position;  ///< the positional scheme (`position: {scheme: NAME, ...params}`)
 };
 
 /// Reads an attention options map. `base`: the options this map overrides (per-layer overrides),
 /// nullptr for `model.attention` itself. Records (does not throw) problems: n_heads <= 0,
 /// n_kv_heads not dividing n_heads, n_heads not dividing d_model (when head_dim is automatic),
-/// window <= 0, block_size <= 0.
+/// window < 0, block_size <= 0, norm_eps <= 0, conv_size < 1.
 AttentionOptions read_attention_options(Section s, int64_t d_model,
                                         const AttentionOptions* base = nullptr);
 
@@ -84,6 +92,9 @@ struct AttentionCache : MixerCache {
   torch::Tensor k;          ///< [B,Hkv,Tc,Dh], undefined when empty
   torch::Tensor v;          ///< [B,Hkv,Tc,Dh]
   torch::Tensor positions;  ///< [Tc] int64
+  /// With the short convolution: the last conv_size−1 projections [B,conv_size−1,C] of q, k, v
+  /// (before the convolution), undefined when empty.
+  torch::Tensor conv_q, conv_k, conv_v;
   int64_t nbytes() const override;
 };
 
@@ -155,6 +166,10 @@ class Attention : public Mixer {
   int64_t active_window() const;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<RMSNorm> q_norm, k_norm;
+  torch::Tensor q_conv, k_conv, v_conv;  ///< short-convolution weights [C,1,conv_size]
+  /// q [B,T,H*Dh], k and v [B,T,Hkv*Dh] through the short convolution (a no-op without it),
+  /// continuing and updating the cache's convolution history when `cache` is set.
+  void convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, AttentionCache* cache);
 };
 
 }  // namespace hybridlab

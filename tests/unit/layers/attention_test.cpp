@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "hybridlab/position.h"
 #include "layers/attention.h"
@@ -362,6 +363,109 @@ TEST_CASE("attention probe: sees every block's softmax weights, masked, rows sum
   att.set_probe({});
   REQUIRE(torch::equal(att.attend(q, k, v, pos, pos, 4, false), with_probe));
   REQUIRE(seen.size() == 3);
+}
+
+TEST_CASE("attention short conv: q, k, v through a causal depthwise conv and SiLU before the heads",
+          "[attention][short_conv]") {
+  torch::manual_seed(71);
+  const int64_t B = 2, T = 9, D = 16, H = 4, Hkv = 2, Dh = 4, K = 3;
+  AttentionOptions o = opts(H, Hkv);
+  o.head_dim = Dh;
+  o.use_short_conv = true;
+  o.conv_size = K;
+  o.output_gate = GENERATE(false, true);
+  Attention att(o, D, std::make_shared<NoScheme>(), true);
+  att.to(torch::kDouble);
+  const torch::Tensor x = torch::randn({B, T, D}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor pos = torch::arange(T);
+
+  // Reference, from the layer's weights with LibTorch's own grouped convolution: F.conv1d with
+  // groups = C over the projections left-padded by K-1 zeros (weight tap K-1 meets token t),
+  // SiLU, then the explicit-loop attention oracle above and the output projection.
+  std::map<std::string, torch::Tensor> w;
+  for (const auto& p : att.named_parameters()) w[p.key()] = p.value();
+  REQUIRE(w.count("q_conv"));
+  REQUIRE(w.at("q_conv").sizes() == torch::IntArrayRef({H * Dh, 1, K}));
+  REQUIRE(w.at("k_conv").sizes() == torch::IntArrayRef({Hkv * Dh, 1, K}));
+  REQUIRE(w.at("v_conv").sizes() == torch::IntArrayRef({Hkv * Dh, 1, K}));
+  const auto conv = [&](const torch::Tensor& in, const torch::Tensor& weight) {  // [B,T,C]
+    const torch::Tensor padded = torch::constant_pad_nd(in.transpose(1, 2), {K - 1, 0});
+    return torch::silu(torch::conv1d(padded, weight, c10::nullopt, std::vector<int64_t>{1},
+                                     std::vector<int64_t>{0}, std::vector<int64_t>{1}, in.size(2)).transpose(1, 2));
+  };
+  torch::Tensor qp = torch::matmul(x, w.at("q_proj.weight").t()), gate;
+  if (o.output_gate) {
+    const auto parts = qp.view({B, T, H, 2 * Dh}).split(Dh, -1);
+    qp = parts[0].reshape({B, T, H * Dh});
+    gate = parts[1];
+  }
+  const torch::Tensor q = conv(qp, w.at("q_conv")).view({B, T, H, Dh}).transpose(1, 2);
+  const torch::Tensor k = conv(torch::matmul(x, w.at("k_proj.weight").t()), w.at("k_conv"))
+                              .view({B, T, Hkv, Dh})
+                              .transpose(1, 2);
+  const torch::Tensor v = conv(torch::matmul(x, w.at("v_proj.weight").t()), w.at("v_conv"))
+                              .view({B, T, Hkv, Dh})
+                              .transpose(1, 2);
+  torch::Tensor heads;
+  {
+    torch::NoGradGuard no_grad;
+    heads = oracle(q, k, v, pos, pos, 0, true, nullptr).transpose(1, 2);  // [B,T,H,Dh]
+  }
+  if (o.output_gate) heads = heads * torch::sigmoid(gate.detach());
+  const torch::Tensor ref =
+      torch::matmul(heads.reshape({B, T, H * Dh}), w.at("o_proj.weight").detach().t());
+
+  const torch::Tensor y = att.forward(x, pos, nullptr);
+  REQUIRE_TENSORS_CLOSE(y, ref, 1e-10);
+  // The first token sees only itself; a later token's output moves when an earlier input moves
+  // within the kernel's reach, and never when a later one does (causal).
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor x2 = x.detach().clone();
+    x2.select(1, 6).add_(1.0);
+    const torch::Tensor y2 = att.forward(x2, pos, nullptr);
+    CHECK(max_abs_diff(y2.narrow(1, 0, 6), y.detach().narrow(1, 0, 6)) < 1e-12);
+    CHECK(max_abs_diff(y2.narrow(1, 6, 3), y.detach().narrow(1, 6, 3)) > 1e-6);
+  }
+
+  // Gradients of the fused taps == autograd through the reference convolution, for the input
+  // and each convolution weight.
+  const torch::Tensor probe = torch::randn({B, T, D}, torch::kDouble);
+  const auto grads = torch::autograd::grad({(y * probe).sum()},
+                                           {x, w.at("q_conv"), w.at("k_conv"), w.at("v_conv")});
+  // The reference, with autograd through q/k/v (the oracle has none): torch's own attention.
+  const int64_t groups = H / Hkv;
+  const torch::Tensor kk = k.repeat_interleave(groups, 1), vv = v.repeat_interleave(groups, 1);
+  const torch::Tensor scores = torch::matmul(q, kk.transpose(-1, -2)) / std::sqrt(double(Dh));
+  const torch::Tensor mask = torch::ones({T, T}, torch::kBool).triu(1);
+  torch::Tensor ho = torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), vv)
+                         .transpose(1, 2);
+  if (o.output_gate) ho = ho * torch::sigmoid(gate);
+  const torch::Tensor ref2 = torch::matmul(ho.reshape({B, T, H * Dh}), w.at("o_proj.weight").t());
+  REQUIRE_TENSORS_CLOSE(ref2, ref, 1e-10);
+  const auto ref_grads = torch::autograd::grad(
+      {(ref2 * probe).sum()}, {x, w.at("q_conv"), w.at("k_conv"), w.at("v_conv")});
+  for (size_t i = 0; i < grads.size(); ++i) REQUIRE_TENSORS_CLOSE(grads[i], ref_grads[i], 1e-10);
+
+  // Decoding: a prefix of 2 (shorter than the kernel), then one token at a time == whole.
+  torch::NoGradGuard no_grad;
+  auto cache = att.make_cache();
+  std::vector<torch::Tensor> outs = {att.forward(x.narrow(1, 0, 2), pos.narrow(0, 0, 2),
+                                                 cache.get())};
+  for (int64_t t = 2; t < T; ++t)
+    outs.push_back(att.forward(x.narrow(1, t, 1), pos.narrow(0, t, 1), cache.get()));
+  REQUIRE_TENSORS_CLOSE(torch::cat(outs, 1), y.detach(), 1e-10);
+  auto* ac = dynamic_cast<AttentionCache*>(cache.get());
+  REQUIRE(ac->conv_q.sizes() == torch::IntArrayRef({B, K - 1, H * Dh}));
+  // Its size in `model summary`: the K-1 taps of q, k and v are fixed-size decoding state, and
+  // the convolution's 2K FLOPs per channel and token.
+  const MixerInfo info = att.info(T);
+  REQUIRE(info.state_floats == (K - 1) * (H + 2 * Hkv) * Dh);
+  AttentionOptions plain = o;
+  plain.use_short_conv = false;
+  const MixerInfo plain_info = Attention(plain, D, std::make_shared<NoScheme>(), true).info(T);
+  REQUIRE(plain_info.state_floats == 0);
+  REQUIRE(info.flops_per_token - plain_info.flops_per_token == Approx(2.0 * K * (H + 2 * Hkv) * Dh));
 }
 
 }  // namespace attention_test
