@@ -25,6 +25,7 @@
 #include "plot/csv.h"
 #include "plot/gnuplot.h"
 #include "report/aggregate.h"
+#include "report/axis_plot.h"
 #include "report/claims.h"
 #include "report/tuning.h"
 #include "util/atomic_file.h"
@@ -445,6 +446,15 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     if (!p.series.empty()) {
       plot::plot_lines(p, png);
       files.plots.push_back(png);
+    }
+    // The primary metric against each swept numeric key (pairs, head_dim, ...).
+    for (const std::string& key : report::numeric_axes(tv)) {
+      const plot::LinePlot ap = report::axis_plot(tv, key, metric);
+      if (ap.series.empty()) continue;
+      const std::string apng =
+          (dir / "plots" / fmt::format("{}_{}_vs_{}.png", task, metric, key)).string();
+      plot::plot_lines(ap, apng);
+      files.plots.push_back(apng);
     }
     // Train loss vs step, one line per run.
     plot::LinePlot lp;

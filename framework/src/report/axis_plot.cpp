@@ -1,0 +1,105 @@
+// Plots of a metric against a swept numeric key.
+
+#include "report/axis_plot.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace hybridlab::report {
+namespace {
+
+// The value of `text` when the whole of it is a finite number.
+bool axis_number(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  size_t used = 0;
+  try {
+    out = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == text.size() && std::isfinite(out);
+}
+
+std::string axis_label(const Labels& labels, const std::string& key) {
+  for (const auto& [k, v] : labels) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+bool axis_has_label(const Labels& labels, const std::string& key) {
+  return std::any_of(labels.begin(), labels.end(), [&](const auto& kv) { return kv.first == key; });
+}
+
+}  // namespace
+
+std::vector<std::string> numeric_axes(const std::vector<const VariantCells*>& variants,
+                                      size_t min_values) {
+  std::vector<std::string> out;
+  if (variants.empty()) return out;
+  for (const auto& [key, unused] : variants.front()->labels) {
+    std::set<double> values;
+    bool numeric = true;
+    for (const VariantCells* v : variants) {
+      double x = 0;
+      numeric = numeric && axis_has_label(v->labels, key) && axis_number(axis_label(v->labels, key), x);
+      if (!numeric) break;
+      values.insert(x);
+    }
+    if (numeric && values.size() >= min_values) out.push_back(key);
+  }
+  return out;
+}
+
+plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const std::string& key,
+                         const std::string& metric) {
+  plot::LinePlot p;
+  const std::string task = variants.empty() ? "" : variants.front()->task;
+  p.title = fmt::format("{}: {} at the training length vs {} (mean, 95% CI over seeds)", task,
+                        metric, key);
+  p.xlabel = key;
+  p.ylabel = metric;
+  // Series by the other labels, in first-appearance order; points (x, mean, half-width).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::tuple<double, double, double, bool>>> points;
+  for (const VariantCells* v : variants) {
+    double x = 0;
+    if (!axis_number(axis_label(v->labels, key), x)) continue;
+    const Interval iv = v->cell(metric, v->train_length);
+    if (iv.empty() || !std::isfinite(iv.mean)) continue;
+    std::string title;
+    for (const auto& [k, val] : v->labels) {
+      if (k != key) title += (title.empty() ? "" : ", ") + k + "=" + val;
+    }
+    if (title.empty()) title = "all";
+    if (!points.count(title)) order.push_back(title);
+    points[title].emplace_back(x, iv.mean, iv.half_width, iv.has_interval());
+  }
+  double lo = INFINITY, hi = -INFINITY;
+  for (const std::string& title : order) {
+    auto& pts = points[title];
+    std::sort(pts.begin(), pts.end());
+    plot::Series s;
+    s.title = title;
+    bool any_interval = false;
+    for (const auto& [x, mean, half, has] : pts) {
+      s.x.push_back(x);
+      s.y.push_back(mean);
+      s.yerr.push_back(has ? half : 0.0);
+      any_interval |= has;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+    if (!any_interval) s.yerr.clear();
+    p.series.push_back(s);
+  }
+  p.logx = lo > 0 && hi >= 8 * lo;
+  return p;
+}
+
+}  // namespace hybridlab::report

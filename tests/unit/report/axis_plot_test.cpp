@@ -1,0 +1,75 @@
+// Plots against a swept numeric key: which keys make an axis, the series and their points.
+
+#include <catch2/catch.hpp>
+
+#include "report/axis_plot.h"
+
+using namespace hybridlab::report;
+
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace axis_plot_test {
+namespace {
+
+VariantCells variant(const Labels& labels, double mean, double half, int64_t n = 3) {
+  VariantCells v;
+  v.task = "mqar";
+  v.primary = "accuracy";
+  v.train_length = 64;
+  v.labels = labels;
+  Interval iv;
+  iv.mean = mean;
+  iv.half_width = half;
+  iv.n = n;
+  v.cells[{"accuracy", 64}] = iv;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("axis plot: numeric swept keys, one series per other setting, sorted, log x",
+          "[report][plots]") {
+  // Pairs 4, 16, 8 (out of order) for GG and GA; "layers" is not numeric, "d" has one value.
+  std::vector<VariantCells> vs = {
+      variant({{"layers", "GG"}, {"pairs", "4"}, {"d", "64"}}, 0.99, 0.01),
+      variant({{"layers", "GG"}, {"pairs", "16"}, {"d", "64"}}, 0.20, 0.05),
+      variant({{"layers", "GG"}, {"pairs", "8"}, {"d", "64"}}, 0.60, 0.10),
+      variant({{"layers", "GA"}, {"pairs", "4"}, {"d", "64"}}, 1.00, 0.00),
+      variant({{"layers", "GA"}, {"pairs", "8"}, {"d", "64"}}, 0.98, 0.02),
+      variant({{"layers", "GA"}, {"pairs", "32"}, {"d", "64"}}, 0.95, 0.03)};
+  std::vector<const VariantCells*> ptrs;
+  for (const auto& v : vs) ptrs.push_back(&v);
+  REQUIRE(numeric_axes(ptrs) == std::vector<std::string>{"pairs"});
+  REQUIRE(numeric_axes(ptrs, 1) == std::vector<std::string>{"pairs", "d"});
+  REQUIRE(numeric_axes(ptrs, 6).empty());  // 5 distinct pair counts
+
+  const hybridlab::plot::LinePlot p = axis_plot(ptrs, "pairs", "accuracy");
+  REQUIRE(p.xlabel == "pairs");
+  REQUIRE(p.ylabel == "accuracy");
+  REQUIRE(p.logx);  // 32 / 4 = 8
+  REQUIRE(p.series.size() == 2);
+  REQUIRE(p.series[0].title == "layers=GG, d=64");
+  REQUIRE(p.series[0].x == std::vector<double>{4, 8, 16});
+  REQUIRE(p.series[0].y == std::vector<double>{0.99, 0.60, 0.20});
+  REQUIRE(p.series[0].yerr == std::vector<double>{0.01, 0.10, 0.05});
+  REQUIRE(p.series[1].title == "layers=GA, d=64");
+  REQUIRE(p.series[1].x == std::vector<double>{4, 8, 32});
+
+  // A narrow range stays linear; single-seed points carry no error bars; a missing cell or a
+  // non-numeric value is left out.
+  std::vector<VariantCells> narrow = {variant({{"pairs", "4"}}, 0.9, 0, 1),
+                                      variant({{"pairs", "6"}}, 0.8, 0, 1),
+                                      variant({{"pairs", "7.5"}}, 0.7, 0, 1),
+                                      variant({{"pairs", "4x"}}, 0.1, 0, 1)};
+  narrow[2].cells.clear();
+  std::vector<const VariantCells*> nptrs;
+  for (const auto& v : narrow) nptrs.push_back(&v);
+  REQUIRE(numeric_axes(nptrs, 2).empty());  // "4x" is not a number
+  const auto q = axis_plot(nptrs, "pairs", "accuracy");
+  REQUIRE_FALSE(q.logx);
+  REQUIRE(q.series.size() == 1);
+  REQUIRE(q.series[0].title == "all");
+  REQUIRE(q.series[0].x == std::vector<double>{4, 6});
+  REQUIRE(q.series[0].yerr.empty());
+}
+
+}  // namespace axis_plot_test
