@@ -47,7 +47,8 @@ std::vector<std::string> numeric_axes(const std::vector<const VariantCells*>& va
     bool numeric = true;
     for (const VariantCells* v : variants) {
       double x = 0;
-      numeric = numeric && axis_has_label(v->labels, key) && axis_number(axis_label(v->labels, key), x);
+      numeric =
+          numeric && axis_has_label(v->labels, key) && axis_number(axis_label(v->labels, key), x);
       if (!numeric) break;
       values.insert(x);
     }

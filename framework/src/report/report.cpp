@@ -621,10 +621,11 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
                       files.claims_held, files.claims_failed, files.claims_inconclusive);
     md += files.claims_split == 0
               ? std::string(".\n")
-              : fmt::format(", {} on variants whose seeds split (one seed left the plateau, "
-                            "another did not: more seeds, a longer schedule or a better recipe; "
-                            "docs/experiments.md#run-health).\n",
-                            files.claims_split);
+              : fmt::format(
+                    ", {} on variants whose seeds split (one seed left the plateau, "
+                    "another did not: more seeds, a longer schedule or a better recipe; "
+                    "docs/experiments.md#run-health).\n",
+                    files.claims_split);
     files.claims_csv = (dir / "claims.csv").string();
     plot::write_csv(files.claims_csv,
                     {"claim", "outcome", "left", "left_mean", "left_ci95", "left_n", "right",
@@ -634,13 +635,15 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
 
   std::string splits;
   for (const auto& v : variants) {
-    if (v.split.split()) splits += fmt::format("- {}: {}\n", row_label(v.labels, v.variant), v.split_note());
+    if (v.split.split())
+      splits += fmt::format("- {}: {}\n", row_label(v.labels, v.variant), v.split_note());
   }
   if (!splits.empty()) {
-    md += "\n## Seeds that split\n\nOne seed of each variant below left the learning plateau "
-          "and another did not; the mean describes neither. Run more seeds, a longer schedule "
-          "or a recipe that leaves the plateau on every seed (docs/experiments.md#run-health).\n\n" +
-          splits;
+    md +=
+        "\n## Seeds that split\n\nOne seed of each variant below left the learning plateau "
+        "and another did not; the mean describes neither. Run more seeds, a longer schedule "
+        "or a recipe that leaves the plateau on every seed (docs/experiments.md#run-health).\n\n" +
+        splits;
   }
   std::string failed;
   for (const auto& r : runs) {

@@ -391,7 +391,8 @@ TEST_CASE("attention short conv: q, k, v through a causal depthwise conv and SiL
   const auto conv = [&](const torch::Tensor& in, const torch::Tensor& weight) {  // [B,T,C]
     const torch::Tensor padded = torch::constant_pad_nd(in.transpose(1, 2), {K - 1, 0});
     return torch::silu(torch::conv1d(padded, weight, c10::nullopt, std::vector<int64_t>{1},
-                                     std::vector<int64_t>{0}, std::vector<int64_t>{1}, in.size(2)).transpose(1, 2));
+                                     std::vector<int64_t>{0}, std::vector<int64_t>{1}, in.size(2))
+                           .transpose(1, 2));
   };
   torch::Tensor qp = torch::matmul(x, w.at("q_proj.weight").t()), gate;
   if (o.output_gate) {
@@ -438,20 +439,20 @@ TEST_CASE("attention short conv: q, k, v through a causal depthwise conv and SiL
   const torch::Tensor kk = k.repeat_interleave(groups, 1), vv = v.repeat_interleave(groups, 1);
   const torch::Tensor scores = torch::matmul(q, kk.transpose(-1, -2)) / std::sqrt(double(Dh));
   const torch::Tensor mask = torch::ones({T, T}, torch::kBool).triu(1);
-  torch::Tensor ho = torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), vv)
-                         .transpose(1, 2);
+  torch::Tensor ho =
+      torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), vv).transpose(1, 2);
   if (o.output_gate) ho = ho * torch::sigmoid(gate);
   const torch::Tensor ref2 = torch::matmul(ho.reshape({B, T, H * Dh}), w.at("o_proj.weight").t());
   REQUIRE_TENSORS_CLOSE(ref2, ref, 1e-10);
-  const auto ref_grads = torch::autograd::grad(
-      {(ref2 * probe).sum()}, {x, w.at("q_conv"), w.at("k_conv"), w.at("v_conv")});
+  const auto ref_grads = torch::autograd::grad({(ref2 * probe).sum()},
+                                               {x, w.at("q_conv"), w.at("k_conv"), w.at("v_conv")});
   for (size_t i = 0; i < grads.size(); ++i) REQUIRE_TENSORS_CLOSE(grads[i], ref_grads[i], 1e-10);
 
   // Decoding: a prefix of 2 (shorter than the kernel), then one token at a time == whole.
   torch::NoGradGuard no_grad;
   auto cache = att.make_cache();
-  std::vector<torch::Tensor> outs = {att.forward(x.narrow(1, 0, 2), pos.narrow(0, 0, 2),
-                                                 cache.get())};
+  std::vector<torch::Tensor> outs = {
+      att.forward(x.narrow(1, 0, 2), pos.narrow(0, 0, 2), cache.get())};
   for (int64_t t = 2; t < T; ++t)
     outs.push_back(att.forward(x.narrow(1, t, 1), pos.narrow(0, t, 1), cache.get()));
   REQUIRE_TENSORS_CLOSE(torch::cat(outs, 1), y.detach(), 1e-10);
@@ -465,7 +466,8 @@ TEST_CASE("attention short conv: q, k, v through a causal depthwise conv and SiL
   plain.use_short_conv = false;
   const MixerInfo plain_info = Attention(plain, D, std::make_shared<NoScheme>(), true).info(T);
   REQUIRE(plain_info.state_floats == 0);
-  REQUIRE(info.flops_per_token - plain_info.flops_per_token == Approx(2.0 * K * (H + 2 * Hkv) * Dh));
+  REQUIRE(info.flops_per_token - plain_info.flops_per_token ==
+          Approx(2.0 * K * (H + 2 * Hkv) * Dh));
 }
 
 }  // namespace attention_test

@@ -56,10 +56,9 @@ TEST_CASE("axis plot: numeric swept keys, one series per other setting, sorted, 
 
   // A narrow range stays linear; single-seed points carry no error bars; a missing cell or a
   // non-numeric value is left out.
-  std::vector<VariantCells> narrow = {variant({{"pairs", "4"}}, 0.9, 0, 1),
-                                      variant({{"pairs", "6"}}, 0.8, 0, 1),
-                                      variant({{"pairs", "7.5"}}, 0.7, 0, 1),
-                                      variant({{"pairs", "4x"}}, 0.1, 0, 1)};
+  std::vector<VariantCells> narrow = {
+      variant({{"pairs", "4"}}, 0.9, 0, 1), variant({{"pairs", "6"}}, 0.8, 0, 1),
+      variant({{"pairs", "7.5"}}, 0.7, 0, 1), variant({{"pairs", "4x"}}, 0.1, 0, 1)};
   narrow[2].cells.clear();
   std::vector<const VariantCells*> nptrs;
   for (const auto& v : narrow) nptrs.push_back(&v);
