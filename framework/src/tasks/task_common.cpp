@@ -211,13 +211,16 @@ std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx) {
     if (t.name == name) return t.read(s, ctx);
     names.push_back(t.name);
   }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   if (!name.empty()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     const std::string near = nearest_key(name, names);
     s.error("name", "unknown task '" + name + "'" +
                         (near.empty() ? "" : "; did you mean '" + near + "'?") +
                         " (tasks: " + list + ")");
+  } else if (s.has("name")) {
+    // `required` has already reported a missing name; an empty one must not pass as "no task".
+    s.error("name", "is empty; name a task (tasks: " + list + ")");
   }
   // Keep the reader strict even without a task: mark nothing else, report unknown keys later.
   return nullptr;

@@ -393,6 +393,22 @@ TEST_CASE("unknown task name lists the valid ones with a suggestion", "[job][tas
   }
 }
 
+TEST_CASE("an empty task name is an error at its line, not a missing task", "[job][tasks]") {
+  // Without this error the experiment reader went on with no task and `config show` crashed.
+  Config cfg = Config::parse("model: {d_model: 8}\ntask: {name: \"\"}", "exp.yaml");
+  REQUIRE(read_task(cfg.section("task"), {}) == nullptr);
+  try {
+    cfg.raise_errors();
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    REQUIRE(m.find("exp.yaml:2") != std::string::npos);
+    REQUIRE(m.find("task.name") != std::string::npos);
+    REQUIRE(m.find("empty") != std::string::npos);
+    REQUIRE(m.find("copy, mqar, niah, passkey, selective_copy, text") != std::string::npos);
+  }
+}
+
 TEST_CASE("score_batch: cross-entropy and accuracies against a hand computation", "[job][tasks]") {
   // Two sequences of three positions over a vocabulary of 2.
   const torch::Tensor logits = torch::tensor({0.0f, 1.0f, 2.0f, 0.0f, 0.5f, 0.5f,  //
