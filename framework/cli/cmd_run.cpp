@@ -21,6 +21,11 @@ namespace hybridlab::cli {
 namespace {
 namespace fs = std::filesystem;
 
+// Counts of processes and hosts: CLI11's PositiveNumber prints DBL_MAX (309 digits) as its bound,
+// so the range is spelled out, with a bound far above any host or job this runs on.
+constexpr int64_t kMaxCount = 1024;
+const CLI::Range kCountRange(int64_t{1}, kMaxCount);
+
 struct RunArgs {
   std::string file;
   std::vector<std::string> overrides;
@@ -58,7 +63,7 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
   c->add_option(
        "--jobs,-j", a.jobs,
        "Variants trained at once, each in its own process; the threads are split between them")
-      ->check(CLI::PositiveNumber)
+      ->check(kCountRange)
       ->capture_default_str();
   c->add_option("--shard", a.shard,
                 "Run only slice i of n (0 <= i < n) of the variants, round robin, e.g. for SLURM: "
@@ -76,15 +81,15 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
        "Train each run on N ranks of this host (data parallel over c10d Gloo; "
        "train.batch_size is the global batch, split between them): starts N processes "
        "of this command with torchrun's RANK, WORLD_SIZE, MASTER_ADDR, ... (docs/cluster.md)")
-      ->check(CLI::PositiveNumber)
+      ->check(kCountRange)
       ->group(dp);
   c->add_option("--nnodes", a.launch.nnodes,
                 "Hosts of the data-parallel job (run the same command on each, with --node-rank)")
-      ->check(CLI::PositiveNumber)
+      ->check(kCountRange)
       ->capture_default_str()
       ->group(dp);
   c->add_option("--node-rank", a.launch.node_rank, "This host's index, 0 .. nnodes-1")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, kMaxCount - 1))
       ->capture_default_str()
       ->group(dp);
   c->add_option("--master-addr", a.launch.master_addr, "Address of the host of rank 0")

@@ -153,4 +153,18 @@ TEST_CASE("job cli: a sweep key that is not a config key names the nearest key",
   REQUIRE(r.out.find("did you mean 'steps'") != std::string::npos);
 }
 
+TEST_CASE("job cli: a count out of range names its bounds, not the double limit", "[job][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tiny.yaml";
+  write_experiment(exp, "[nope, alibi]");
+  for (const std::string opt : {"--jobs 0", "--nproc-per-node 0", "--nnodes 0", "--node-rank -1"}) {
+    const Result r = cli("run '" + exp.string() + "' " + opt + " --quiet");
+    INFO(opt << ": " << r.out);
+    REQUIRE(r.code == 2);
+    REQUIRE(r.out.find(opt.substr(0, opt.find(' '))) != std::string::npos);
+    REQUIRE(r.out.find(" to 102") != std::string::npos);   // the bound (1024, or 1023 for a rank)
+    REQUIRE(r.out.find("00000000") == std::string::npos);  // not DBL_MAX's 309 digits
+  }
+}
+
 }  // namespace job_cli_test
