@@ -62,6 +62,17 @@ void check_deterministic(Task& t) {
   REQUIRE(torch::equal(t.eval_set(t.seq_len(), 8, 5).tokens, t.eval_set(t.seq_len(), 8, 5).tokens));
 }
 
+// The ConfigError that reading `yaml`'s task section records (empty when it records none).
+std::string task_error(const std::string& yaml) {
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  REQUIRE(read_task(cfg.section("task"), {}) == nullptr);
+  try {
+    cfg.raise_errors();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
 }  // namespace
 
 TEST_CASE("mqar: Zoology layout, only query keys scored with their values", "[job][tasks]") {
@@ -380,33 +391,19 @@ TEST_CASE("text: missing, empty and non-UTF-8 corpora are DataErrors", "[job][ta
 }
 
 TEST_CASE("unknown task name lists the valid ones with a suggestion", "[job][tasks]") {
-  Config cfg = Config::parse("task: {name: mqr}", "exp.yaml");
-  REQUIRE(read_task(cfg.section("task"), {}) == nullptr);
-  try {
-    cfg.raise_errors();
-    FAIL("expected ConfigError");
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    REQUIRE(m.find("exp.yaml:1") != std::string::npos);
-    REQUIRE(m.find("did you mean 'mqar'") != std::string::npos);
-    REQUIRE(m.find("copy, mqar, niah, passkey, selective_copy, text") != std::string::npos);
-  }
+  const std::string m = task_error("task: {name: mqr}");
+  REQUIRE(m.find("exp.yaml:1") != std::string::npos);
+  REQUIRE(m.find("did you mean 'mqar'") != std::string::npos);
+  REQUIRE(m.find("copy, mqar, niah, passkey, selective_copy, text") != std::string::npos);
 }
 
 TEST_CASE("an empty task name is an error at its line, not a missing task", "[job][tasks]") {
   // Without this error the experiment reader went on with no task and `config show` crashed.
-  Config cfg = Config::parse("model: {d_model: 8}\ntask: {name: \"\"}", "exp.yaml");
-  REQUIRE(read_task(cfg.section("task"), {}) == nullptr);
-  try {
-    cfg.raise_errors();
-    FAIL("expected ConfigError");
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    REQUIRE(m.find("exp.yaml:2") != std::string::npos);
-    REQUIRE(m.find("task.name") != std::string::npos);
-    REQUIRE(m.find("empty") != std::string::npos);
-    REQUIRE(m.find("copy, mqar, niah, passkey, selective_copy, text") != std::string::npos);
-  }
+  const std::string m = task_error("model: {d_model: 8}\ntask: {name: \"\"}");
+  REQUIRE(m.find("exp.yaml:2") != std::string::npos);
+  REQUIRE(m.find("task.name") != std::string::npos);
+  REQUIRE(m.find("empty") != std::string::npos);
+  REQUIRE(m.find("copy, mqar, niah, passkey, selective_copy, text") != std::string::npos);
 }
 
 TEST_CASE("score_batch: cross-entropy and accuracies against a hand computation", "[job][tasks]") {
