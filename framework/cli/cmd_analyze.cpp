@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +17,7 @@ void add_analyze_command(CLI::App& app) {
     std::string run_dir;
     AnalyzeOptions opts;
     bool no_plots = false, no_heads = false;
+    int64_t jobs = 1;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -27,8 +29,14 @@ void add_analyze_command(CLI::App& app) {
       "(CSV tables, heatmaps, summary.md); docs/analysis.md explains each measure");
   cmd->add_option(
          "run_dir", args->run_dir,
-         "Finished run folder, e.g. runs/quickstart/task-mqar_layers-GA_scheme-rope_seed-0")
+         "Finished run folder, e.g. runs/quickstart/task-mqar_layers-GA_scheme-rope_seed-0; "
+         "or an experiment's folder of runs (runs/quickstart): every finished run not "
+         "analysed yet with the same measurements, --jobs at a time")
       ->required();
+  cmd->add_option("-j,--jobs", args->jobs,
+                  "Runs analysed at once, each in its own process (a folder of runs only)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("-q,--quiet", args->opts.quiet, "No progress output");
   cmd->add_option("--lengths", args->opts.lengths,
                   "Eval lengths (tokens) instead of the run's eval.lengths, e.g. --lengths 64,256")
       ->delimiter(',');
@@ -59,7 +67,21 @@ void add_analyze_command(CLI::App& app) {
     }
     args->opts.plots = !args->no_plots;
     args->opts.head_stats = !args->no_heads;
+    namespace fs = std::filesystem;
+    if (!fs::exists(fs::path(args->run_dir) / "status.json")) {
+      // A folder of runs: each run in its own process.
+      std::error_code ec;
+      const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+      const ExperimentAnalysis done = analyze_experiment(args->run_dir, args->opts, args->jobs,
+                                                         ec ? std::string("hybridlab") : exe);
+      fmt::print("{} analysed, {} up to date, {} not trained, {} failed\n", done.analysed,
+                 done.up_to_date, done.not_trained, done.failures.size());
+      for (const auto& [name, why] : done.failures) fmt::print("  FAILED {}: {}\n", name, why);
+      if (!done.failures.empty()) std::exit(1);
+      return;
+    }
     const AnalysisResult r = analyze_run(args->run_dir, args->opts);
+    if (args->opts.quiet) return;
     fmt::print("{}\n\n", r.summary);
     fmt::print("wrote {} files in {} ({:.0f} s)\n", r.files.size(),
                (std::filesystem::path(args->run_dir) / "analysis").string(), r.seconds);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "hybridlab/analysis.h"
 #include "hybridlab/distributed.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/report.h"
@@ -120,6 +121,24 @@ ReportFiles print_report(const std::string& dir) {
   return f;
 }
 
+// `report.analysis`: the knock-out analysis of every finished run not analysed yet with the same
+// measurements, `jobs` runs at a time. False when one failed (each is printed).
+bool analyze_finished_runs(const std::string& experiment_dir, int64_t jobs, bool quiet) {
+  const ReportRequests asked = read_report_requests(experiment_dir);
+  if (!asked.analysis) return true;
+  AnalyzeOptions o = asked.analyze;
+  o.quiet = quiet;
+  o.head_stats = false;  // the report summarises knock-outs; `analyze RUN` gives the rest
+  o.plots = false;
+  const ExperimentAnalysis done = analyze_experiment(experiment_dir, o, jobs, own_command()[0]);
+  if (!quiet && done.analysed + static_cast<int64_t>(done.failures.size()) > 0) {
+    fmt::print("analysis: {} analysed, {} up to date, {} failed\n", done.analysed, done.up_to_date,
+               done.failures.size());
+  }
+  for (const auto& [name, why] : done.failures) fmt::print("  ANALYSIS FAILED {}: {}\n", name, why);
+  return done.failures.empty();
+}
+
 void launch(const RunArgs& a, const RunRequest& req) {
   const LaunchOptions& l = a.launch;
   if (read_distributed_env().active()) {
@@ -156,6 +175,7 @@ void do_run(const RunArgs& a, bool train_only) {
   install_stop_handlers();
   try {
     const SweepOutcome out = run_experiment(req);
+    bool analysis_failed = false;
     // A child or a single run (--only) leaves the report to its parent; of several data-parallel
     // ranks, rank 0 reports.
     const bool reports = a.only.empty() && read_distributed_env().rank == 0;
@@ -163,6 +183,9 @@ void do_run(const RunArgs& a, bool train_only) {
       fmt::print("\n{} finished, {} skipped (finished before), {} failed, {} interrupted\n",
                  out.finished, out.skipped, out.failed, out.interrupted);
       for (const auto& [name, err] : out.failures) fmt::print("  FAILED {}: {}\n", name, err);
+      if (!train_only && out.interrupted == 0 &&
+          !analyze_finished_runs(out.experiment_dir, a.jobs, a.quiet))
+        analysis_failed = true;
       if (!train_only && !a.no_report && out.finished + out.skipped + out.failed > 0) {
         print_report(out.experiment_dir);
       }
@@ -171,7 +194,7 @@ void do_run(const RunArgs& a, bool train_only) {
       if (reports) fmt::print("interrupted: rerun the same command to resume\n");
       exit_with(130);
     }
-    if (out.failed > 0) exit_with(1);
+    if (out.failed > 0 || analysis_failed) exit_with(1);
   } catch (const Interrupted& e) {
     std::fflush(stdout);
     std::cerr << "interrupted: " << e.what() << "\n";

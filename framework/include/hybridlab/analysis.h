@@ -8,34 +8,14 @@
 // docs/analysis.md.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "hybridlab/analysis_options.h"
+
 namespace hybridlab {
-
-/// What `hybridlab analyze` measures and where.
-struct AnalyzeOptions {
-  std::vector<int64_t> lengths;  ///< eval lengths (tokens); empty = the run's eval.lengths
-  int64_t examples = 0;          ///< eval examples per length; 0 = the run's eval.examples
-  /// Knock-out kinds to run (knockout_kinds()); empty = all of them.
-  std::vector<std::string> kinds;
-  /// Segment length of the Gated DeltaNet state reset (tokens); 0 = each layer's chunk_size.
-  int64_t state_window = 0;
-  /// Candidate attention windows of the reach search (tokens, ascending); empty = 16, 64, 256, …
-  /// below the longest length.
-  std::vector<int64_t> reach_windows;
-  /// A window "suffices" when it costs at most this much of the primary metric (metric units).
-  double reach_tolerance = 0.01;
-  bool head_stats = true;  ///< also attention / gate statistics per head
-  bool plots = true;       ///< heatmaps and line plots (needs gnuplot)
-  bool quiet = false;      ///< no progress lines on stderr
-};
-
-/// The knock-out kinds, in the order they run: "mixer" (a layer's mixer output zeroed),
-/// "state_reset" (a Gated DeltaNet layer's state emptied every state_window tokens), "position"
-/// (positional hooks removed: per attention layer, the input scheme, and all at once), "reach"
-/// (an attention layer restricted to a sliding window).
-const std::vector<std::string>& knockout_kinds();
 
 /// One measurement: the run's primary metric with one knock-out applied, at one length.
 struct KnockoutResult {
@@ -73,6 +53,7 @@ struct HeadStats {
 
 /// Everything `analyze` measured, as written to RUN_DIR/analysis/.
 struct AnalysisResult {
+  AnalyzeOptions options;    ///< as asked for (empty lengths: the run's own)
   std::string run;           ///< run folder
   std::string task, metric;  ///< task and its primary metric
   bool higher_is_better = true;
@@ -93,8 +74,34 @@ struct AnalysisResult {
 /// unknown kind (naming the nearest valid one) and a bad length.
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opts = {});
 
-/// The plain-language paragraph of `run_dir`'s last analysis (analysis/summary.md), "" when the
-/// run was never analysed or the file is unreadable.
+/// The plain-language paragraph of `run_dir`'s last analysis (analysis/analysis.json), "" when
+/// the run was never analysed or the file is unreadable.
 std::string analysis_summary(const std::string& run_dir);
+
+/// RUN_DIR/analysis/analysis.json, the typed record of the last analysis: its options, task,
+/// metric, lengths, knock-outs and summary (no head statistics, no files); nullopt when the run
+/// was never analysed or the file is unreadable.
+std::optional<AnalysisResult> read_analysis(const std::string& run_dir);
+
+/// Whether `a` and `b` ask for the same measurements (kinds, lengths, examples, state window,
+/// windows, tolerance): an analysis made with `a` answers a request for `b`.
+bool same_measurements(const AnalyzeOptions& a, const AnalyzeOptions& b);
+
+/// What analyze_experiment did.
+struct ExperimentAnalysis {
+  int64_t analysed = 0;     ///< runs analysed now
+  int64_t up_to_date = 0;   ///< runs already analysed with the same measurements
+  int64_t not_trained = 0;  ///< runs not (yet) finished: nothing to analyse
+  std::vector<std::pair<std::string, std::string>> failures;  ///< run -> why
+};
+
+/// Analyses every finished run of the experiment folder `experiment_dir` (runs/<experiment>)
+/// whose analysis is missing or made with other measurements (same_measurements), `jobs` at a
+/// time, each in a child process `exe analyze RUN ...` (its output in RUN/analysis/log.txt), with
+/// `opts` (head statistics and plots as `opts` says). Progress lines on stdout unless
+/// `opts.quiet`. Stops starting runs when a stop is requested (Ctrl-C), after forwarding it to
+/// those running. Throws UserError when the folder holds no runs.
+ExperimentAnalysis analyze_experiment(const std::string& experiment_dir, const AnalyzeOptions& opts,
+                                      int64_t jobs, const std::string& exe);
 
 }  // namespace hybridlab

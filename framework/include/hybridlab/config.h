@@ -75,6 +75,11 @@ class Config {
   /// A reader over the whole tree ("" path) or over the map at `dotted_path`.
   Section root() const;
   Section section(const std::string& dotted_path) const;
+  /// A reader over `node`, a map a reader assembled itself (e.g. one setting of a task mixture
+  /// merged over its task), as if it stood at `dotted_path`: problems are located at the values
+  /// recorded under that path (or its nearest located ancestor) and recorded in this
+  /// configuration; values read go into resolved() under that path.
+  Section section_at(const std::string& dotted_path, const YAML::Node& node) const;
 
   /// Every value the readers read, defaults filled in: what a run actually used.
   YAML::Node resolved() const;

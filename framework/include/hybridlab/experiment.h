@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "hybridlab/analysis_options.h"
 #include "hybridlab/config.h"
 #include "hybridlab/model.h"
 #include "hybridlab/runtime.h"
@@ -84,8 +85,10 @@ struct EvalOptions {
 
 /// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
 /// settings of the input scheme, of every attention layer or of one layer's override, the
-/// attention window, the Gated DeltaNet chunk size, `eval.stride` (sliding-window scoring) and
-/// `eval.scoring` (teacher-forced or generated answers).
+/// attention window, the Gated DeltaNet chunk size, the task's keys other than `name` and
+/// `mixture` (e.g. MQAR's `num_kv_pairs`: recall of more pairs than trained), `eval.lengths`,
+/// `eval.stride` (sliding-window scoring) and `eval.scoring` (teacher-forced or generated
+/// answers).
 /// Nothing else: other keys change parameter shapes or training. (A scheme with parameters of its
 /// own, e.g. a learned table, is refused later, when the variant's parameters are matched against
 /// the trained ones.)
@@ -97,6 +100,9 @@ std::string eval_safe_keys_text();
 /// `base` with the settings of `v` applied (their locations point at the variant).
 Config eval_variant_config(const Config& base, const EvalVariant& v);
 
+/// The settings of `v` one by one: dotted key -> value in YAML flow style ("16", "[256]").
+std::vector<std::pair<std::string, std::string>> eval_variant_settings(const EvalVariant& v);
+
 /// The settings of `v` as one line, "key=value, key=value" (values in YAML flow style).
 std::string eval_variant_text(const EvalVariant& v);
 
@@ -105,6 +111,35 @@ std::string eval_variant_text(const EvalVariant& v);
 /// ntk, factor: 4}`). Throws UserError for a malformed text, an unsafe name or a key that
 /// eval_safe_key() refuses.
 EvalVariant parse_eval_variant(const std::string& text);
+
+/// One plot the report draws because the experiment asks for it (`report.plots`): `metric` of
+/// every variant against `x`, one line per combination of the `series` labels, 95% error bars
+/// over seeds.
+struct PlotRequest {
+  /// A swept key (dotted, "model.gated_deltanet.head_dim", or its label, "head_dim"), a key set
+  /// by eval variants ("task.num_kv_pairs"), or a model quantity (model_quantities()).
+  std::string x;
+  std::string metric;  ///< "" = the task's primary metric
+  int64_t length = 0;  ///< eval length (tokens); 0 = each variant's training length
+  /// Label keys whose combinations make the lines; empty = every label but x's (and `eval`
+  /// when x is set by eval variants).
+  std::vector<std::string> series;
+};
+
+/// `report:` — what the report draws and measures besides its defaults.
+struct ReportRequests {
+  std::vector<PlotRequest> plots;  ///< `report.plots`
+  /// `report.analysis`: knock-outs of every finished run (docs/analysis.md), run after the sweep
+  /// and summarised per variant in the report (how much of the damage each layer carries).
+  bool analysis = false;
+  AnalyzeOptions analyze;  ///< its options (plots, heads and quiet are the report's own)
+  bool empty() const { return plots.empty() && !analysis; }
+};
+
+/// The names under which a report can plot against a run's model (PlotRequest::x): "params",
+/// "layers", "attention_share", "position_share", "recurrent_state_floats" and
+/// "kv_floats_per_token", as `hybridlab model summary` counts them.
+const std::vector<std::string>& model_quantities();
 
 struct Experiment {
   std::string name;  ///< `name:`, default: the file stem; always a safe folder name
@@ -118,6 +153,10 @@ struct Experiment {
   /// `expect:` — claims about the report's cells, as written (grammar: report/claims.h; checked
   /// against the variants, metrics and lengths when the sweep is validated).
   std::vector<std::string> expect;
+  /// `report:` — plots the report draws besides its defaults (checked against the sweep, the
+  /// eval variants and the task's metrics when the experiment is read) and the analysis of every
+  /// run.
+  ReportRequests report;
   Config config;  ///< the config read (its resolved() is what the run used)
 };
 

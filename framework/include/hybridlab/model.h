@@ -21,7 +21,7 @@ struct ModelOptions;  // framework/src/model/model_options.h
 
 /// Lengths the model must serve, known from the task/eval sections.
 struct ModelBuildContext {
-  int64_t train_length = 0;  ///< task.seq_len
+  int64_t train_length = 0;  ///< task.seq_len; the longest setting's of a task mixture
   int64_t max_length = 0;    ///< longest eval length (>= train_length)
 };
 

@@ -23,6 +23,7 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/evaluator.h"
+#include "hybridlab/experiment.h"
 
 namespace hybridlab {
 
@@ -68,7 +69,25 @@ struct EvalVariantResult {
   std::string name;
   std::string set;                 ///< its settings, "key=value, ..." (eval_variant_text)
   std::vector<LengthResult> eval;  ///< ascending length
+  /// The same settings one by one: dotted key -> value as YAML flow text ("16", "[256]"), so that
+  /// a report can plot against a setting (e.g. task.num_kv_pairs).
+  std::vector<std::pair<std::string, std::string>> settings;
 };
+
+/// What `model summary` counts of a run's model (ModelSummary at the training length), kept so
+/// that reports can plot a metric against the model's make-up, e.g. recall against recurrent
+/// state size (Based, Arora et al. 2024, Fig. 2) or against the share of attention layers.
+struct ModelRecord {
+  int64_t layers = 0;
+  double attention_share = 0;          ///< share of layers with pairwise attention
+  double position_share = 0;           ///< share of layers whose attention uses a position hook
+  int64_t recurrent_state_floats = 0;  ///< fixed decoding state per sequence (recurrent + conv)
+  int64_t kv_floats_per_token = 0;     ///< KV cache floats per cached token per sequence
+};
+
+/// The value of model quantity `name` (model_quantities()) for a run with `params` parameters and
+/// model record `m`; NaN for an unknown name.
+double model_quantity(const std::string& name, int64_t params, const ModelRecord& m);
 
 /// results.json.
 struct RunResults {
@@ -76,8 +95,9 @@ struct RunResults {
   std::string task;
   std::string primary_metric;
   bool higher_is_better = true;
-  int64_t train_length = 0;  ///< tokens
+  int64_t train_length = 0;  ///< tokens: task.seq_len, or the longest setting of a task mixture
   int64_t params = 0;
+  std::optional<ModelRecord> model;  ///< absent in results written before it was recorded
   std::optional<TrainRecord> train;
   std::vector<LengthResult> eval;  ///< ascending length
   /// Chance level per metric (Task::chance_levels), for the report's `at chance` flag.
@@ -109,6 +129,8 @@ class RunFolder {
   RunRecord read() const;
   RunStatus status() const;
   std::optional<std::string> source() const;
+  /// config.yaml: the resolved config the run used (absent before the run started).
+  std::optional<std::string> resolved_config() const;
   std::optional<RunIdentity> identity() const;
   /// results.json; throws UserError naming the file when it exists but cannot be parsed.
   std::optional<RunResults> results() const;
@@ -138,6 +160,16 @@ void write_expectations(const std::string& experiment_dir, const std::vector<std
 /// The claims of write_expectations; none when the file is absent. Throws UserError naming the
 /// file when it is not a YAML list of strings.
 std::vector<std::string> read_expectations(const std::string& experiment_dir);
+
+/// runs/<experiment>/report.yaml: what the experiment asks its report for (`report:`: plots,
+/// the analysis of every run), kept beside the runs like expect.yaml, so that editing it reruns
+/// nothing; every `hybridlab run` rewrites it (removes it when there is nothing). Throws
+/// UserError when the write fails.
+void write_report_requests(const std::string& experiment_dir, const ReportRequests& r);
+
+/// The requests of write_report_requests; none when the file is absent. Throws UserError naming
+/// the file when it cannot be read as such.
+ReportRequests read_report_requests(const std::string& experiment_dir);
 
 /// Thrown when another live process holds a run folder's lock.
 class RunBusy : public UserError {

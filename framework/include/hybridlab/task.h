@@ -65,6 +65,9 @@ class Task {
   virtual int64_t vocab_size() const = 0;
   /// The training length (task.seq_len), in tokens.
   virtual int64_t seq_len() const = 0;
+  /// Every length training batches take (tokens): seq_len(), or each setting's of a mixture
+  /// (`task.mixture`), which trains at several. The model is built for the longest.
+  virtual std::vector<int64_t> train_lengths() const { return {seq_len()}; }
   /// Why the task cannot make examples of `length` tokens, without loading any data ("" when it
   /// can). read_experiment reports it at task.seq_len / eval.lengths. Default: every length.
   virtual std::string length_problem(int64_t length) const {
@@ -119,11 +122,16 @@ struct TaskType {
   std::function<std::shared_ptr<Task>(Section&, const TaskContext&)> read;
 };
 
+/// The longest of `task`'s training lengths (Task::train_lengths), in tokens: what the model is
+/// built for and what reports call the training length.
+int64_t longest_train_length(const Task& task);
+
 /// The registered tasks, sorted by name (mqar, passkey, copy, selective_copy, niah, text).
 const std::vector<TaskType>& task_types();
 
-/// Reads `task:` (name + the task's keys). An unknown name records an error listing the valid
-/// names and returns nullptr.
+/// Reads `task:` (name + the task's keys, and `mixture:` when training mixes several settings
+/// of the task: tasks/mixture.cpp, docs/experiments.md). An unknown name records an error listing
+/// the valid names and returns nullptr.
 std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx);
 
 // ---- helpers shared by the generators (exposed for tests)

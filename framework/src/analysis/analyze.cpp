@@ -179,11 +179,12 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
   const EvalOptions& eval = t.built.exp.eval;
 
   AnalysisResult res;
+  res.options = opts;
   res.run = run_dir;
   res.task = task.name();
   res.metric = task.primary_metric();
   res.higher_is_better = task.higher_is_better();
-  res.train_length = task.seq_len();
+  res.train_length = longest_train_length(task);
   res.lengths = eval.lengths;
   std::sort(res.lengths.begin(), res.lengths.end());
   const int64_t examples = opts.examples > 0 ? opts.examples : eval.examples;

@@ -7,11 +7,6 @@
 
 namespace hybridlab {
 
-const std::vector<std::string>& knockout_kinds() {
-  static const std::vector<std::string> kinds = {"mixer", "state_reset", "position", "reach"};
-  return kinds;
-}
-
 namespace analysis {
 
 namespace {

@@ -140,6 +140,7 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
           markdown_grid(reach_grid, res.lengths);
   }
   write_file_atomic(path("summary.md"), md);
+  files.push_back(write_record(dir, res));
 
   if (plots && plot::gnuplot_available()) {
     std::vector<std::string> xt;
@@ -182,23 +183,3 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
 }
 
 }  // namespace hybridlab::analysis
-
-namespace hybridlab {
-
-std::string analysis_summary(const std::string& run_dir) {
-  std::ifstream in(std::filesystem::path(run_dir) / "analysis" / "summary.md");
-  if (!in) return "";
-  // summary.md: "# title", a line of context, then the paragraph (write_analysis above).
-  std::string line, text;
-  int blank = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) {
-      if (++blank == 3) break;
-      continue;
-    }
-    if (blank == 2) text += (text.empty() ? "" : " ") + line;
-  }
-  return text;
-}
-
-}  // namespace hybridlab

@@ -33,4 +33,8 @@ std::string summarize(const AnalysisResult& res, double tolerance);
 std::vector<std::string> write_analysis(const std::string& dir, const AnalysisResult& res,
                                         double tolerance, bool plots);
 
+/// Writes `dir`/analysis.json, the typed record read back by read_analysis() (hybridlab/
+/// analysis.h). Returns its path. Throws UserError when it cannot be written.
+std::string write_record(const std::string& dir, const AnalysisResult& res);
+
 }  // namespace hybridlab::analysis

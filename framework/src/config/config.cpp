@@ -407,6 +407,10 @@ Section Config::section(const std::string& dotted_path) const {
   return Section(state_, dotted_path, lookup(dotted_path));
 }
 
+Section Config::section_at(const std::string& dotted_path, const YAML::Node& node) const {
+  return Section(state_, dotted_path, node);
+}
+
 YAML::Node Config::resolved() const { return state_->resolved; }
 
 std::string Config::resolved_yaml() const {

@@ -24,6 +24,12 @@ const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
        "model.overrides.N.position[.KEY]"},
       {std::regex(R"(model\.overrides\.-?[0-9]+\.window)"), "model.overrides.N.window"},
       {std::regex(R"(model\.overrides\.-?[0-9]+\.chunk_size)"), "model.overrides.N.chunk_size"},
+      // The task's settings other than which task and its training mix (the model keeps the
+      // trained run's lengths: build_eval_variant):
+      // e.g. MQAR at more key-value pairs than trained (Based, Arora et al. 2024, Fig. 2).
+      {std::regex(R"(task\.(?!(name|mixture)(\.|$))[^.]+(\..+)?)"),
+       "task.KEY (not name or mixture)"},
+      {std::regex(R"(eval\.lengths)"), "eval.lengths"},
       {std::regex(R"(eval\.stride)"), "eval.stride"},
       {std::regex(R"(eval\.scoring)"), "eval.scoring"},
   };
@@ -96,13 +102,20 @@ Config eval_variant_config(const Config& base, const EvalVariant& v) {
   return c;
 }
 
-std::string eval_variant_text(const EvalVariant& v) {
-  std::string out;
+std::vector<std::pair<std::string, std::string>> eval_variant_settings(const EvalVariant& v) {
+  std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : v.set) {
     YAML::Emitter em;
     em << YAML::Flow << value;
-    out += (out.empty() ? "" : ", ") + key + "=" + em.c_str();
+    out.emplace_back(key, em.c_str());
   }
+  return out;
+}
+
+std::string eval_variant_text(const EvalVariant& v) {
+  std::string out;
+  for (const auto& [key, text] : eval_variant_settings(v))
+    out += (out.empty() ? "" : ", ") + key + "=" + text;
   return out;
 }
 

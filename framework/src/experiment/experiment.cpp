@@ -12,6 +12,7 @@
 
 #include "config/config_state.h"
 #include "experiment/eval_variants.h"
+#include "experiment/report_section.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
 #include "layers/mlp.h"
@@ -158,7 +159,8 @@ void check_sizes(Section root, const Experiment& e) {
     return;
   }
   const double layer_floats = 4 * d + 2 * hidden;  // per token, one layer, lower bound
-  const double seq = static_cast<double>(e.task->seq_len());
+  const int64_t longest = longest_train_length(*e.task);
+  const double seq = static_cast<double>(longest);
   const double train_bytes =
       4 * static_cast<double>(e.train.batch_size) * seq * (layers * layer_floats + vocab);
   if (params * 16 + train_bytes > memory) {
@@ -167,7 +169,7 @@ void check_sizes(Section root, const Experiment& e) {
                fmt::format("training at seq_len {} with train.batch_size {} needs at least {} of "
                            "activations (about {} floats per token), this machine has {}; lower "
                            "task.seq_len or train.batch_size",
-                           e.task->seq_len(), e.train.batch_size, gib(train_bytes),
+                           longest, e.train.batch_size, gib(train_bytes),
                            fmt::format("{:.3g}", layers * layer_floats + vocab), gib(memory)));
   }
   Section eval = root.child("eval");
@@ -216,17 +218,60 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
       }
       for (int64_t L : vc.section("eval").get<std::vector<int64_t>>("lengths", {task->seq_len()}))
         lengths.insert(L);
+      // An eval variant may score other lengths (eval.lengths).
+      for (const EvalVariant& ev : e.eval.variants) {
+        Section ve = eval_variant_config(vc, ev).section("eval");
+        for (int64_t L : ve.get<std::vector<int64_t>>("lengths", {task->seq_len()}))
+          lengths.insert(L);
+      }
     }
   }
   cat.lengths.assign(lengths.begin(), lengths.end());
   return cat;
 }
 
+// What `report.plots` may name: the sweep's axes and labels, the eval variants' keys, and the
+// metrics and lengths the claims may name.
+PlotCatalog plot_catalog(const Experiment& e, const report::ClaimCatalog& claims) {
+  PlotCatalog cat;
+  std::vector<SweepAxis> axes = e.sweep.grid;
+  for (const auto& g : e.sweep.zip) axes.insert(axes.end(), g.begin(), g.end());
+  axes.insert(axes.end(), e.sweep.tune.begin(), e.sweep.tune.end());
+  const std::vector<Variant> variants = expand_sweep(e.sweep);
+  for (const Variant& v : variants) {
+    for (const auto& [label, value] : v.labels) {
+      if (std::find(cat.labels.begin(), cat.labels.end(), label) == cat.labels.end())
+        cat.labels.push_back(label);
+    }
+  }
+  // A swept key's label is its last components (sweep.h): the label the key ends with.
+  for (const SweepAxis& a : axes) {
+    for (const std::string& label : cat.labels) {
+      if (a.key == label ||
+          (a.key.size() > label.size() &&
+           a.key.compare(a.key.size() - label.size() - 1, std::string::npos, "." + label) == 0)) {
+        cat.swept.emplace_back(a.key, label);
+        break;
+      }
+    }
+  }
+  if (!e.eval.variants.empty()) cat.labels.push_back("eval");
+  for (const EvalVariant& ev : e.eval.variants) {
+    for (const auto& [key, value] : ev.set) {
+      if (std::find(cat.variant_keys.begin(), cat.variant_keys.end(), key) ==
+          cat.variant_keys.end())
+        cat.variant_keys.push_back(key);
+    }
+  }
+  cat.metrics = claims.metrics;
+  cat.lengths = claims.lengths;
+  return cat;
+}
+
 // Parses and resolves every `expect:` claim against the experiment's variants, metrics and eval
 // lengths; throws one ConfigError listing each bad claim at file:line:col inside its text.
-void check_claims(const Experiment& e, const TaskContext& ctx) {
+void check_claims(const Experiment& e, const report::ClaimCatalog& cat) {
   if (e.expect.empty() || !e.task) return;
-  report::ClaimCatalog cat = claim_catalog(e, ctx);
   std::string problems;
   for (size_t i = 0; i < e.expect.size(); ++i) {
     try {
@@ -327,6 +372,7 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   e.sweep = read_sweep_options(root.child("sweep"));
   e.sweep.where = cfg.location("sweep");
   root.accept("expect");
+  root.accept("report");  // read once the sweep is known (read_report_section)
   if (root.has("expect")) {
     const YAML::Node ex = root.node()["expect"];
     bool ok = ex.IsSequence();
@@ -396,14 +442,20 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
       }
     }
     if (!problems.empty()) throw ConfigError(problems);
-    check_claims(e, ctx);
+    if (e.task && (!e.expect.empty() || root.has("report"))) {
+      const report::ClaimCatalog cat = claim_catalog(e, ctx);
+      check_claims(e, cat);
+      e.report = read_report_section(root.child("report"), plot_catalog(e, cat));
+      cfg.raise_errors();
+    }
   }
   return e;
 }
 
 ModelBuildContext model_build_context(const Experiment& exp) {
   ModelBuildContext ctx;
-  ctx.train_length = exp.task->seq_len();
+  // A mixture (task.mixture) trains at several lengths: the model serves the longest.
+  ctx.train_length = longest_train_length(*exp.task);
   ctx.max_length = ctx.train_length;
   for (int64_t L : exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
   return ctx;

@@ -137,6 +137,7 @@ std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
       for (const auto& [k, v] : r.labels) {
         if (k != "seed") g->labels.emplace_back(k, v);
       }
+      g->axis = r.axis;
     }
     g->runs.push_back(&r);
   }

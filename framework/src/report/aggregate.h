@@ -18,10 +18,11 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 /// What a report knows of one run (read from its folder by the report writer).
 struct RunData {
-  std::string name;   ///< run folder name, e.g. "pattern-GGGA_scheme-rope_seed-1"
-  std::string state;  ///< finished, failed, interrupted, running, new
-  std::string error;  ///< first line of the failure, if any
-  std::string task;   ///< task name; "" when the run has no results
+  std::string name;    ///< run folder name, e.g. "pattern-GGGA_scheme-rope_seed-1"
+  std::string folder;  ///< the run's folder name (rows of eval variants share their run's)
+  std::string state;   ///< finished, failed, interrupted, running, new
+  std::string error;   ///< first line of the failure, if any
+  std::string task;    ///< task name; "" when the run has no results
   std::string primary;
   bool higher_is_better = true;  ///< of the primary metric
   int64_t train_length = 0;
@@ -30,6 +31,10 @@ struct RunData {
   std::map<int64_t, std::map<std::string, double>> validation;  ///< the same on the tuning split
   std::map<std::string, double> chance;  ///< metric -> chance level (missing: unknown)
   std::vector<LossPoint> loss;           ///< training loss per logged step
+  /// Numbers this row can be plotted against besides its labels: model quantities ("params",
+  /// "recurrent_state_floats", ...) and the settings of its eval variant by dotted key
+  /// ("task.num_kv_pairs"; for the trained row, the run's own value of each such key).
+  std::map<std::string, double> axis;
   /// Label keys set by `sweep.tune` (e.g. "lr") -> the value labels of that grid, in file order.
   std::map<std::string, std::vector<std::string>> tuned;
   bool has_results() const { return !task.empty() && !eval.empty(); }
@@ -60,8 +65,9 @@ bool metric_higher_is_better(const std::string& metric, const std::string& prima
 /// The seeds of one variant of one task.
 struct VariantCells {
   std::string task;
-  std::string variant;  ///< variant_name() of its runs
-  Labels labels;        ///< labels without the seed and tuned keys
+  std::string variant;                 ///< variant_name() of its runs
+  Labels labels;                       ///< labels without the seed and tuned keys
+  std::map<std::string, double> axis;  ///< RunData::axis of its first run (equal for its seeds)
   std::string primary;
   bool higher_is_better = true;
   int64_t train_length = 0;

@@ -57,25 +57,37 @@ std::vector<std::string> numeric_axes(const std::vector<const VariantCells*>& va
   return out;
 }
 
-plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const std::string& key,
-                         const std::string& metric) {
+bool axis_value(const VariantCells& v, const std::string& x, double& out) {
+  if (axis_number(axis_label(v.labels, x), out)) return true;
+  const auto it = v.axis.find(x);
+  if (it == v.axis.end() || !std::isfinite(it->second)) return false;
+  out = it->second;
+  return true;
+}
+
+plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const AxisRequest& r) {
   plot::LinePlot p;
   const std::string task = variants.empty() ? "" : variants.front()->task;
-  p.title = fmt::format("{}: {} at the training length vs {} (mean, 95% CI over seeds)", task,
-                        metric, key);
-  p.xlabel = key;
-  p.ylabel = metric;
-  // Series by the other labels, in first-appearance order; points (x, mean, half-width).
+  const std::string at = r.length > 0 ? fmt::format("at {}", r.length) : "at the training length";
+  p.title = fmt::format("{}: {} {} vs {} (mean, 95% CI over seeds)", task, r.metric, at, r.x);
+  p.xlabel = r.x;
+  p.ylabel = r.metric;
+  const auto in_title = [&](const std::string& k) {
+    if (k == r.x) return false;
+    if (!r.series.empty()) return std::find(r.series.begin(), r.series.end(), k) != r.series.end();
+    return !(r.x_from_eval && k == "eval");
+  };
+  // Series by the chosen labels, in first-appearance order; points (x, mean, half-width).
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::tuple<double, double, double, bool>>> points;
   for (const VariantCells* v : variants) {
     double x = 0;
-    if (!axis_number(axis_label(v->labels, key), x)) continue;
-    const Interval iv = v->cell(metric, v->train_length);
+    if (!axis_value(*v, r.x, x)) continue;
+    const Interval iv = v->cell(r.metric, r.length > 0 ? r.length : v->train_length);
     if (iv.empty() || !std::isfinite(iv.mean)) continue;
     std::string title;
     for (const auto& [k, val] : v->labels) {
-      if (k != key) title += (title.empty() ? "" : ", ") + k + "=" + val;
+      if (in_title(k)) title += (title.empty() ? "" : ", ") + k + "=" + val;
     }
     if (title.empty()) title = "all";
     if (!points.count(title)) order.push_back(title);

@@ -27,6 +27,7 @@
 #include "report/aggregate.h"
 #include "report/axis_plot.h"
 #include "report/claims.h"
+#include "report/layer_damage.h"
 #include "report/tuning.h"
 #include "util/atomic_file.h"
 
@@ -138,9 +139,45 @@ std::vector<report::LossPoint> loss_points(const fs::path& metrics) {
   return pts;
 }
 
+// `text` (a YAML flow value) as a number, when it is one.
+bool yaml_number(const std::string& text, double& out) {
+  try {
+    const YAML::Node n = YAML::Load(text);
+    if (!n.IsScalar()) return false;
+    out = n.as<double>();
+    return std::isfinite(out);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The run's own value of each key its eval variants set (from its resolved config.yaml), so
+// that the trained row sits on the same axis as its variants.
+std::map<std::string, double> own_settings(const RunResults& res, const fs::path& run_dir) {
+  std::map<std::string, double> out;
+  if (res.variants.empty()) return out;
+  const std::optional<std::string> text = RunFolder(run_dir.string()).resolved_config();
+  if (!text) return out;
+  Config cfg;
+  try {
+    cfg = Config::parse(*text, (run_dir / "config.yaml").string());
+  } catch (const std::exception&) {
+    return out;
+  }
+  for (const auto& v : res.variants) {
+    for (const auto& [key, value] : v.settings) {
+      const YAML::Node n = cfg.lookup(key);
+      double x = 0;
+      if (n.IsDefined() && n.IsScalar() && yaml_number(n.Scalar(), x)) out[key] = x;
+    }
+  }
+  return out;
+}
+
 report::RunData run_data(const ReportRow& r, const fs::path& dir) {
   report::RunData d;
   d.name = r.name;
+  d.folder = r.name;
   d.state = r.state;
   d.error = r.error.substr(0, r.error.find('\n'));
   if (r.results) {
@@ -154,6 +191,11 @@ report::RunData run_data(const ReportRow& r, const fs::path& dir) {
     d.validation = metric_table(res.validation);
     d.chance = res.chance;
     for (const auto& [k, grid] : res.tuned) d.tuned[k] = grid;
+    for (const std::string& q : model_quantities()) {
+      const double x = model_quantity(q, res.params, res.model.value_or(ModelRecord{}));
+      if (q == "params" || res.model) d.axis[q] = x;
+    }
+    for (const auto& [key, x] : own_settings(res, dir / r.name)) d.axis[key] = x;
   }
   d.loss = loss_points(dir / r.name / "metrics.jsonl");
   return d;
@@ -177,6 +219,39 @@ std::pair<std::vector<double>, std::vector<double>> smoothed(
   return {xs, ys};
 }
 
+// The plots the experiment asked for (report.yaml) for one task's variants `tv`, drawn into
+// <dir>/plots/<task>_<metric>_vs_<x>[_at_<length>].png; requests whose metric or axis the task's
+// variants lack are skipped.
+void requested_plots(const fs::path& dir, const std::vector<const report::VariantCells*>& tv,
+                     const std::vector<PlotRequest>& requests, ReportFiles& files) {
+  const std::string& task = tv.front()->task;
+  bool has_eval = false;
+  for (const auto* v : tv) {
+    for (const auto& [k, val] : v->labels) has_eval |= k == "eval";
+  }
+  for (const PlotRequest& r : requests) {
+    report::AxisRequest a{r.x, r.metric.empty() ? tv.front()->primary : r.metric, r.length,
+                          r.series, false};
+    // An eval variant's setting (a dotted key that is no label) varies with the `eval` label.
+    bool label = false;
+    for (const auto* v : tv) {
+      for (const auto& [k, val] : v->labels) label |= k == r.x;
+    }
+    a.x_from_eval = has_eval && !label &&
+                    std::find(model_quantities().begin(), model_quantities().end(), r.x) ==
+                        model_quantities().end();
+    const plot::LinePlot p = report::axis_plot(tv, a);
+    if (p.series.empty()) continue;
+    const std::string png =
+        (dir / "plots" /
+         fmt::format("{}_{}_vs_{}{}.png", task, a.metric, folder_name(r.x),
+                     r.length > 0 ? fmt::format("_at_{}", r.length) : std::string()))
+            .string();
+    plot::plot_lines(p, png);
+    files.plots.push_back(png);
+  }
+}
+
 std::string side_text(const report::CellRef& c) {
   return fmt::format("{} {} at {}", c.variant, c.metric, c.length);
 }
@@ -190,6 +265,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
         fmt::format("'{}' is not a folder of runs (expected runs/<experiment>)", experiment_dir));
   }
   const std::vector<ReportRow> runs = load_runs(dir);
+  const std::vector<PlotRequest> requests = read_report_requests(dir.string()).plots;
   if (runs.empty()) {
     throw UserError(
         fmt::format("'{}' holds no runs (no <run>/status.json); run `hybridlab run "
@@ -222,6 +298,13 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       report::RunData d = base;
       std::tie(d.name, d.labels) = report::eval_variant_run(base.name, base.labels, eval);
       d.eval = metric_table(results);
+      for (const auto& v : res->variants) {
+        if (v.name != eval) continue;
+        for (const auto& [key, text] : v.settings) {
+          double x = 0;
+          if (yaml_number(text, x)) d.axis[key] = x;
+        }
+      }
       data.push_back(d);
       row_of.push_back(i);
       scoring_of.push_back(scoring_text(results));
@@ -447,9 +530,12 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       plot::plot_lines(p, png);
       files.plots.push_back(png);
     }
-    // The primary metric against each swept numeric key (pairs, head_dim, ...).
-    for (const std::string& key : report::numeric_axes(tv)) {
-      const plot::LinePlot ap = report::axis_plot(tv, key, metric);
+    requested_plots(dir, tv, requests, files);
+    // Unless plots were asked for: the primary metric against each swept numeric key (pairs,
+    // head_dim, ...).
+    for (const std::string& key :
+         requests.empty() ? report::numeric_axes(tv) : std::vector<std::string>{}) {
+      const plot::LinePlot ap = report::axis_plot(tv, {key, metric, 0, {}, false});
       if (ap.series.empty()) continue;
       const std::string apng =
           (dir / "plots" / fmt::format("{}_{}_vs_{}.png", task, metric, key)).string();
@@ -661,6 +747,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       analyses +=
           fmt::format("- {} ([details]({}/analysis/summary.md)): {}\n", r.name, r.name, text);
   }
+  md += report::layer_damage_tables(dir.string(), variants);
   if (!analyses.empty()) md += "\n## Analysis (knock-outs of trained runs)\n\n" + analyses;
   if (!files.plots.empty()) {
     md += "\n## Plots\n\n";

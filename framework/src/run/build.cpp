@@ -5,11 +5,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "hybridlab/runtime.h"
 
 namespace hybridlab {
 
-BuiltRun build_run(const Config& cfg, const std::string& config_dir, int64_t threads) {
+namespace {
+
+// build_run with the model's lengths given (`lengths`) or, when null, the config's own.
+BuiltRun build_with_lengths(const Config& cfg, const std::string& config_dir, int64_t threads,
+                            const ModelBuildContext* lengths) {
   BuiltRun b;
   b.exp = read_experiment(cfg, false, config_dir);
   if (threads > 0) b.exp.runtime.threads = threads;
@@ -17,17 +23,36 @@ BuiltRun build_run(const Config& cfg, const std::string& config_dir, int64_t thr
   torch::manual_seed(static_cast<uint64_t>(b.exp.train.seed));
   b.host = make_plugin_host(cfg);
   try {
-    b.model = build_model(*b.exp.model, *b.host, model_build_context(b.exp));
+    ModelBuildContext ctx = model_build_context(b.exp);
+    if (lengths) {
+      ctx.train_length = lengths->train_length;
+      ctx.max_length = std::max(ctx.max_length, lengths->max_length);
+    }
+    b.model = build_model(*b.exp.model, *b.host, ctx);
     b.model->to(runtime_device(b.exp.runtime));
   } catch (const c10::Error& e) {
     const std::string reason = e.what_without_backtrace();
     throw UserError(fmt::format("cannot build the model: {}", reason.substr(0, reason.find('\n'))));
   }
   for (const auto& p : b.model->parameters()) b.params += p.numel();
-  std::vector<int64_t> lengths = b.exp.eval.lengths;
-  lengths.push_back(b.exp.task->seq_len());
-  b.exp.task->prepare(lengths);
+  std::vector<int64_t> eval_lengths = b.exp.eval.lengths;
+  eval_lengths.push_back(b.exp.task->seq_len());
+  b.exp.task->prepare(eval_lengths);
   return b;
+}
+
+}  // namespace
+
+BuiltRun build_run(const Config& cfg, const std::string& config_dir, int64_t threads) {
+  return build_with_lengths(cfg, config_dir, threads, nullptr);
+}
+
+BuiltRun build_eval_variant(const BuiltRun& trained, const Config& trained_cfg,
+                            const EvalVariant& v, const std::string& config_dir) {
+  const ModelBuildContext lengths = model_build_context(trained.exp);
+  BuiltRun vb = build_with_lengths(eval_variant_config(trained_cfg, v), config_dir, 0, &lengths);
+  adopt_trained_weights(*trained.model, *vb.model, v);
+  return vb;
 }
 
 void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v) {

@@ -27,6 +27,14 @@ struct BuiltRun {
 /// read_experiment, the plugin host and the task throw; a LibTorch failure becomes a UserError.
 BuiltRun build_run(const Config& cfg, const std::string& config_dir = "", int64_t threads = 0);
 
+/// The model of eval variant `v` of the trained run `trained` (built from `trained_cfg`), with
+/// the trained parameters copied in (adopt_trained_weights). It is built for the trained run's
+/// training length (so a variant that sets task.seq_len or eval.lengths changes what is scored,
+/// never the model; Task::train_lengths) and for its longest eval length or the variant's,
+/// whichever is longer. Throws what build_run and adopt_trained_weights throw.
+BuiltRun build_eval_variant(const BuiltRun& trained, const Config& trained_cfg,
+                            const EvalVariant& v, const std::string& config_dir = "");
+
 /// Copies every parameter of `trained` into `variant` (the model of eval variant `v`), which
 /// must have the same parameter names and shapes: an evaluation variant may change how the
 /// weights are used, never which exist. Buffers are not copied: they hold what the variant's own

@@ -3,12 +3,15 @@
 #include "run/child_process.h"
 
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 extern char** environ;
 
@@ -50,6 +53,38 @@ pid_t start_child_process(std::vector<std::string> argv, std::vector<std::string
     ::_exit(127);
   }
   return pid;
+}
+
+size_t run_child_pool(size_t count, int64_t jobs, const std::function<pid_t(size_t)>& start,
+                      const std::function<void(size_t, int)>& done,
+                      const std::function<bool()>& stop) {
+  std::map<pid_t, size_t> running;
+  size_t next = 0;
+  bool forwarded = false;
+  while (next < count || !running.empty()) {
+    while (next < count && static_cast<int64_t>(running.size()) < jobs && !stop()) {
+      const size_t i = next++;
+      const pid_t pid = start(i);
+      if (pid > 0) running[pid] = i;
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t ended = ::waitpid(-1, &status, WNOHANG);
+    if (ended == 0 || (ended < 0 && errno == EINTR)) {
+      if (stop() && !forwarded) {
+        for (const auto& [pid, i] : running) ::kill(pid, SIGTERM);
+        forwarded = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (ended < 0) break;
+    const auto it = running.find(ended);
+    if (it == running.end()) continue;
+    done(it->second, status);
+    running.erase(it);
+  }
+  return count - next;
 }
 
 }  // namespace hybridlab

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -23,5 +25,13 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
 /// with errno set when fork() failed.
 pid_t start_child_process(std::vector<std::string> argv, std::vector<std::string> env,
                           const std::function<void()>& in_child = {});
+
+/// Runs `count` children at most `jobs` at a time: `start(i)` starts the i-th and returns its
+/// pid (-1: none was started for it), `done(i, status)` gets its waitpid() status. Once `stop()`
+/// returns true, no further child is started and SIGTERM is sent once to those running; the
+/// call returns when all have ended, with the number never started.
+size_t run_child_pool(size_t count, int64_t jobs, const std::function<pid_t(size_t)>& start,
+                      const std::function<void(size_t, int)>& done,
+                      const std::function<bool()>& stop);
 
 }  // namespace hybridlab

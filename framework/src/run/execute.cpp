@@ -29,8 +29,11 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   r.task = b.exp.task->name();
   r.primary_metric = b.exp.task->primary_metric();
   r.higher_is_better = b.exp.task->higher_is_better();
-  r.train_length = b.exp.task->seq_len();
+  r.train_length = longest_train_length(*b.exp.task);
   r.params = b.params;
+  const ModelSummary m = b.model->summary(r.train_length);
+  r.model = ModelRecord{static_cast<int64_t>(m.layers.size()), m.attention_share, m.position_share,
+                        m.recurrent_state_floats, m.kv_floats_per_token};
   r.chance = b.exp.task->chance_levels();
   r.tuned = id.tuned;
   return r;
@@ -68,14 +71,14 @@ void init_weights_from(LanguageModel& model, const std::string& from) {
 // Evaluates each of `variants` on the weights of `trained` (built from `cfg`); with `group`, every
 // rank scores its share of each.
 std::vector<EvalVariantResult> evaluate_variants(const Config& cfg, const std::string& config_dir,
-                                                 LanguageModel& trained,
+                                                 const BuiltRun& trained,
                                                  const std::vector<EvalVariant>& variants,
                                                  ProcessGroup* group = nullptr) {
   std::vector<EvalVariantResult> out;
   for (const EvalVariant& v : variants) {
-    BuiltRun vb = build_run(eval_variant_config(cfg, v), config_dir);
-    adopt_trained_weights(trained, *vb.model, v);
-    out.push_back({v.name, eval_variant_text(v), evaluate(*vb.model, *vb.exp.task, vb.exp, group)});
+    BuiltRun vb = build_eval_variant(trained, cfg, v, config_dir);
+    out.push_back({v.name, eval_variant_text(v), evaluate(*vb.model, *vb.exp.task, vb.exp, group),
+                   eval_variant_settings(v)});
   }
   return out;
 }
@@ -145,7 +148,7 @@ void add_missing_variants(const RunFolder& folder, const Config& cfg, const RunI
   if (!leads(opts) && load_model_checkpoint(*b.model, folder.dir()) < 0)
     throw nothing_to_evaluate();
   const std::vector<EvalVariantResult> done =
-      evaluate_variants(cfg, id.config_dir, *b.model, todo, opts.group);
+      evaluate_variants(cfg, id.config_dir, b, todo, opts.group);
   if (!leads(opts)) return;
   merge_variants(r->variants, done);
   folder.write_results(*r);
@@ -258,7 +261,7 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
                       "{}` first, then its variants",
                       run_dir, run_dir));
     }
-    merge_variants(r.variants, evaluate_variants(cfg, id.config_dir, *b.model, variants));
+    merge_variants(r.variants, evaluate_variants(cfg, id.config_dir, b, variants));
     folder.write_results(r);
     return;
   }
@@ -276,7 +279,7 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
   std::sort(r.eval.begin(), r.eval.end(),
             [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
   merge_variants(r.variants,
-                 evaluate_variants(cfg, id.config_dir, *b.model,
+                 evaluate_variants(cfg, id.config_dir, b,
                                    variants_without_results(b.exp.eval.variants, prev)));
   folder.write_results(r);
   if (t.state != RunState::kFinished) folder.write_status(RunState::kFinished);

@@ -15,8 +15,10 @@ std::string run_source_yaml(const Config& variant_cfg) {
   YAML::Node tree = YAML::Clone(variant_cfg.tree());
   // A run has no sweep: adding a value to a sweep must not make its finished runs "changed".
   tree.remove("sweep");
-  // Nor do its claims: they are judged over the experiment (expect.yaml beside the runs).
+  // Nor do its claims: they are judged over the experiment (expect.yaml beside the runs); nor
+  // what its report draws and measures (report.yaml beside the runs).
   tree.remove("expect");
+  tree.remove("report");
   // The folder runs from anywhere: plugin folders are resolved now, as make_plugin_host would.
   YAML::Node paths = tree["plugins"] ? tree["plugins"]["paths"] : YAML::Node();
   if (paths && paths.IsSequence()) {

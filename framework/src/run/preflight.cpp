@@ -80,8 +80,7 @@ void write_all(int fd, const std::string& s) {
       // mistake in one is refused now rather than after training.
       for (const EvalVariant& ev : b.exp.eval.variants) {
         try {
-          BuiltRun vb = build_run(eval_variant_config(vc, ev), config_dir);
-          adopt_trained_weights(*b.model, *vb.model, ev);
+          build_eval_variant(b, vc, ev, config_dir);
         } catch (const ConfigError& e) {
           throw ConfigError(
               fmt::format("in eval variant '{}' ({}): {}", ev.name, ev.where.str(), e.what()));

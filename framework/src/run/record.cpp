@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "hybridlab/run_record.h"
@@ -153,6 +154,13 @@ std::optional<std::string> RunFolder::source() const {
   return read_file(p.string());
 }
 
+std::optional<std::string> RunFolder::resolved_config() const {
+  const fs::path p = fs::path(dir_) / "config.yaml";
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  return read_file(p.string());
+}
+
 std::optional<RunIdentity> RunFolder::identity() const {
   try {
     const auto j = read_json(fs::path(dir_) / "run.json");
@@ -184,6 +192,16 @@ std::optional<RunResults> RunFolder::results() const {
     r.higher_is_better = j->value("higher_is_better", true);
     r.train_length = j->value("train_length", int64_t{0});
     r.params = j->value("params", int64_t{0});
+    if (j->contains("model") && (*j)["model"].is_object()) {
+      const json& m = (*j)["model"];
+      ModelRecord mr;
+      mr.layers = m.value("layers", int64_t{0});
+      mr.attention_share = m.value("attention_share", 0.0);
+      mr.position_share = m.value("position_share", 0.0);
+      mr.recurrent_state_floats = m.value("recurrent_state_floats", int64_t{0});
+      mr.kv_floats_per_token = m.value("kv_floats_per_token", int64_t{0});
+      r.model = mr;
+    }
     if (j->contains("train") && (*j)["train"].is_object()) {
       const json& t = (*j)["train"];
       TrainRecord tr;
@@ -204,8 +222,14 @@ std::optional<RunResults> RunFolder::results() const {
     const json variants = j->value("eval_variants", json::array());
     for (const json& v : variants) {
       const json vpos = v.value("position_loss", json::object());
-      r.variants.push_back(EvalVariantResult{v.value("name", ""), v.value("set", ""),
-                                             lengths_of(v.value("eval", json::object()), vpos)});
+      EvalVariantResult vr{v.value("name", ""),
+                           v.value("set", ""),
+                           lengths_of(v.value("eval", json::object()), vpos),
+                           {}};
+      const json settings = v.value("settings", json::object());
+      for (const auto& [k, text] : settings.items())
+        vr.settings.emplace_back(k, text.get<std::string>());
+      r.variants.push_back(vr);
     }
     return r;
   } catch (const UserError&) {
@@ -265,6 +289,14 @@ void RunFolder::write_results(const RunResults& r) const {
   j["higher_is_better"] = r.higher_is_better;
   j["train_length"] = r.train_length;
   j["params"] = r.params;
+  if (r.model) {
+    const ModelRecord& m = *r.model;
+    j["model"] = {{"layers", m.layers},
+                  {"attention_share", m.attention_share},
+                  {"position_share", m.position_share},
+                  {"recurrent_state_floats", m.recurrent_state_floats},
+                  {"kv_floats_per_token", m.kv_floats_per_token}};
+  }
   if (r.train) {
     const TrainRecord& t = *r.train;
     j["train"] = {{"steps", t.steps},           {"resumed_from", t.resumed_from},
@@ -278,6 +310,11 @@ void RunFolder::write_results(const RunResults& r) const {
     json variants = json::array();
     for (const auto& v : r.variants) {
       json vj = {{"name", v.name}, {"set", v.set}, {"eval", lengths_json(v.eval)}};
+      if (!v.settings.empty()) {
+        json settings = json::object();
+        for (const auto& [k, text] : v.settings) settings[k] = text;
+        vj["settings"] = settings;
+      }
       if (const json p = positions_json(v.eval); !p.empty()) vj["position_loss"] = p;
       variants.push_back(vj);
     }
@@ -326,6 +363,85 @@ std::vector<std::string> read_expectations(const std::string& experiment_dir) {
     return out;
   } catch (const std::exception& e) {
     throw UserError("unreadable claims file '" + p.string() + "': " + e.what());
+  }
+}
+
+}  // namespace hybridlab
+
+namespace hybridlab {
+
+double model_quantity(const std::string& name, int64_t params, const ModelRecord& m) {
+  if (name == "params") return static_cast<double>(params);
+  if (name == "layers") return static_cast<double>(m.layers);
+  if (name == "attention_share") return m.attention_share;
+  if (name == "position_share") return m.position_share;
+  if (name == "recurrent_state_floats") return static_cast<double>(m.recurrent_state_floats);
+  if (name == "kv_floats_per_token") return static_cast<double>(m.kv_floats_per_token);
+  return std::nan("");
+}
+
+void write_report_requests(const std::string& experiment_dir, const ReportRequests& r) {
+  const fs::path p = fs::path(experiment_dir) / "report.yaml";
+  if (r.empty()) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    return;
+  }
+  YAML::Emitter em;
+  em << YAML::BeginMap;
+  if (!r.plots.empty()) {
+    em << YAML::Key << "plots" << YAML::Value << YAML::BeginSeq;
+    for (const PlotRequest& q : r.plots) {
+      em << YAML::Flow << YAML::BeginMap << YAML::Key << "x" << YAML::Value << q.x;
+      if (!q.metric.empty()) em << YAML::Key << "metric" << YAML::Value << q.metric;
+      if (q.length > 0) em << YAML::Key << "length" << YAML::Value << q.length;
+      if (!q.series.empty()) em << YAML::Key << "series" << YAML::Value << YAML::Flow << q.series;
+      em << YAML::EndMap;
+    }
+    em << YAML::EndSeq;
+  }
+  if (r.analysis) {
+    const AnalyzeOptions& a = r.analyze;
+    em << YAML::Key << "analysis" << YAML::Value << YAML::BeginMap;
+    em << YAML::Key << "kinds" << YAML::Value << YAML::Flow << a.kinds;
+    em << YAML::Key << "lengths" << YAML::Value << YAML::Flow << a.lengths;
+    em << YAML::Key << "examples" << YAML::Value << a.examples;
+    em << YAML::Key << "state_window" << YAML::Value << a.state_window;
+    em << YAML::Key << "windows" << YAML::Value << YAML::Flow << a.reach_windows;
+    em << YAML::Key << "tolerance" << YAML::Value << a.reach_tolerance;
+    em << YAML::EndMap;
+  }
+  em << YAML::EndMap;
+  write_file_atomic(p.string(), std::string(em.c_str()) + "\n");
+}
+
+ReportRequests read_report_requests(const std::string& experiment_dir) {
+  const fs::path p = fs::path(experiment_dir) / "report.yaml";
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return {};
+  try {
+    const YAML::Node n = YAML::Load(read_file(p.string()));
+    ReportRequests r;
+    for (const auto& e : n["plots"]) {
+      PlotRequest q;
+      q.x = e["x"].as<std::string>();
+      if (e["metric"]) q.metric = e["metric"].as<std::string>();
+      if (e["length"]) q.length = e["length"].as<int64_t>();
+      if (e["series"]) q.series = e["series"].as<std::vector<std::string>>();
+      r.plots.push_back(q);
+    }
+    if (const YAML::Node a = n["analysis"]) {
+      r.analysis = true;
+      r.analyze.kinds = a["kinds"].as<std::vector<std::string>>();
+      r.analyze.lengths = a["lengths"].as<std::vector<int64_t>>();
+      r.analyze.examples = a["examples"].as<int64_t>();
+      r.analyze.state_window = a["state_window"].as<int64_t>();
+      r.analyze.reach_windows = a["windows"].as<std::vector<int64_t>>();
+      r.analyze.reach_tolerance = a["tolerance"].as<double>();
+    }
+    return r;
+  } catch (const std::exception& e) {
+    throw UserError("unreadable report requests '" + p.string() + "': " + e.what());
   }
 }
 

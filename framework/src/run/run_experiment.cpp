@@ -158,6 +158,7 @@ SweepOutcome run_experiment(const RunRequest& req) {
   if (writer) {
     ensure_writable(exp_dir);
     write_expectations(exp_dir.string(), exp.expect);
+    write_report_requests(exp_dir.string(), exp.report);
   }
 
   std::vector<RunJob> jobs;

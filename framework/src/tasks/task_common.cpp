@@ -9,6 +9,7 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
+#include "tasks/mixture.h"
 #include "tasks/registry.h"
 #include "tasks/synthetic.h"
 
@@ -194,6 +195,12 @@ Batch SyntheticTask::validation_set(int64_t length, int64_t wanted, uint64_t see
 
 }  // namespace tasks
 
+int64_t longest_train_length(const Task& task) {
+  int64_t longest = 0;
+  for (int64_t L : task.train_lengths()) longest = std::max(longest, L);
+  return longest;
+}
+
 const std::vector<TaskType>& task_types() {
   static const std::vector<TaskType> types = [] {
     std::vector<TaskType> t = tasks::register_builtin_tasks();
@@ -208,7 +215,7 @@ std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx) {
   const std::string name = s.required<std::string>("name");
   std::vector<std::string> names;
   for (const auto& t : task_types()) {
-    if (t.name == name) return t.read(s, ctx);
+    if (t.name == name) return s.has("mixture") ? tasks::read_mixture(s, t, ctx) : t.read(s, ctx);
     names.push_back(t.name);
   }
   std::string list;

@@ -31,7 +31,16 @@ TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
   CHECK(eval_safe_key("model.overrides.3.position.scheme"));
   CHECK(eval_safe_key("model.overrides.-1.window"));
   CHECK(eval_safe_key("eval.stride"));
-  CHECK_FALSE(eval_safe_key("eval.lengths"));
+  CHECK(eval_safe_key("eval.lengths"));
+  // The task's settings, but not which task nor what it was trained on.
+  CHECK(eval_safe_key("task.num_kv_pairs"));
+  CHECK(eval_safe_key("task.seq_len"));
+  CHECK(eval_safe_key("task.mixture_weight"));  // a name that only starts like one
+  CHECK_FALSE(eval_safe_key("task.name"));
+  CHECK_FALSE(eval_safe_key("task.mixture"));
+  CHECK_FALSE(eval_safe_key("task.mixture.settings"));
+  CHECK_FALSE(eval_safe_key("task"));
+  CHECK_FALSE(eval_safe_key("eval.examples"));
   CHECK_FALSE(eval_safe_key("model.d_model"));
   CHECK_FALSE(eval_safe_key("model.attention.n_heads"));
   CHECK_FALSE(eval_safe_key("model.attention.positional"));
@@ -56,6 +65,14 @@ TEST_CASE("eval variants: read in file order; a shape-changing key is refused at
   CHECK_THROWS_WITH(read("    trained: {model.attention.window: 8}\n"),
                     Catch::Contains("'trained' names the trained setting"));
   CHECK_THROWS_WITH(read("    empty: {}\n"), Catch::Contains("must map to the settings"));
+  // A task setting is read as the task reads it, at the variant's line.
+  const Experiment k = read("    k8: {task.num_kv_pairs: 8, eval.lengths: [64]}\n");
+  CHECK(eval_variant_settings(k.eval.variants[0]) ==
+        std::vector<std::pair<std::string, std::string>>{{"task.num_kv_pairs", "8"},
+                                                         {"eval.lengths", "[64]"}});
+  CHECK_THROWS_WITH(read("    k16: {task.num_kv_pairs: 16}\n"),
+                    Catch::Contains("in eval variant 'k16' (exp.yaml:6:5)") &&
+                        Catch::Contains("task.seq_len: must be >= 4 * num_kv_pairs = 64"));
   // Values are checked as the reader of the key would.
   CHECK_THROWS_WITH(read("    bad: {model.attention.window: many}\n"),
                     Catch::Contains("in eval variant 'bad'") && Catch::Contains("window"));

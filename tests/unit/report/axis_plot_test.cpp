@@ -42,7 +42,7 @@ TEST_CASE("axis plot: numeric swept keys, one series per other setting, sorted, 
   REQUIRE(numeric_axes(ptrs, 1) == std::vector<std::string>{"pairs", "d"});
   REQUIRE(numeric_axes(ptrs, 6).empty());  // 5 distinct pair counts
 
-  const hybridlab::plot::LinePlot p = axis_plot(ptrs, "pairs", "accuracy");
+  const hybridlab::plot::LinePlot p = axis_plot(ptrs, {"pairs", "accuracy", 0, {}, false});
   REQUIRE(p.xlabel == "pairs");
   REQUIRE(p.ylabel == "accuracy");
   REQUIRE(p.logx);  // 32 / 4 = 8
@@ -63,12 +63,61 @@ TEST_CASE("axis plot: numeric swept keys, one series per other setting, sorted, 
   std::vector<const VariantCells*> nptrs;
   for (const auto& v : narrow) nptrs.push_back(&v);
   REQUIRE(numeric_axes(nptrs, 2).empty());  // "4x" is not a number
-  const auto q = axis_plot(nptrs, "pairs", "accuracy");
+  const auto q = axis_plot(nptrs, {"pairs", "accuracy", 0, {}, false});
   REQUIRE_FALSE(q.logx);
   REQUIRE(q.series.size() == 1);
   REQUIRE(q.series[0].title == "all");
   REQUIRE(q.series[0].x == std::vector<double>{4, 6});
   REQUIRE(q.series[0].yerr.empty());
+}
+
+TEST_CASE("axis plot: eval settings and model quantities as x, chosen series and length",
+          "[report][plots]") {
+  // Two trained variants (head_dim 8, 16), each evaluated at 4 and 16 pairs (eval variants k4,
+  // k16 at length 256; the trained row at 8 pairs) with their state size as a model quantity.
+  std::vector<VariantCells> vs;
+  for (const char* hd : {"8", "16"}) {
+    for (const auto& [eval, k] :
+         std::vector<std::pair<std::string, double>>{{"trained", 8}, {"k4", 4}, {"k16", 16}}) {
+      VariantCells v = variant({{"head_dim", hd}, {"eval", eval}}, 0, 0);
+      v.cells.clear();
+      Interval iv;
+      iv.mean = std::stod(hd) / k;  // a value that names its point
+      iv.n = 1;
+      v.cells[{"accuracy", 256}] = iv;
+      v.axis["task.num_kv_pairs"] = k;
+      v.axis["recurrent_state_floats"] = 2 * std::stod(hd) * std::stod(hd);
+      vs.push_back(v);
+    }
+  }
+  std::vector<const VariantCells*> ptrs;
+  for (const auto& v : vs) ptrs.push_back(&v);
+  double x = 0;
+  REQUIRE(axis_value(vs[0], "head_dim", x));
+  REQUIRE(x == 8);
+  REQUIRE(axis_value(vs[1], "task.num_kv_pairs", x));
+  REQUIRE(x == 4);
+  REQUIRE_FALSE(axis_value(vs[1], "pairs", x));
+
+  // x set by eval variants: the `eval` label is not a series (one line per head_dim).
+  const auto p = axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 256, {}, true});
+  REQUIRE(p.series.size() == 2);
+  REQUIRE(p.series[0].title == "head_dim=8");
+  REQUIRE(p.series[0].x == std::vector<double>{4, 8, 16});
+  REQUIRE(p.series[0].y == std::vector<double>{2, 1, 0.5});
+  REQUIRE(p.series[1].y == std::vector<double>{4, 2, 1});
+  REQUIRE(p.logx == false);  // 16 / 4 < 8
+  REQUIRE(p.title.find("at 256") != std::string::npos);
+
+  // Against a model quantity, one line per eval setting as asked.
+  const auto q = axis_plot(ptrs, {"recurrent_state_floats", "accuracy", 256, {"eval"}, false});
+  REQUIRE(q.series.size() == 3);
+  REQUIRE(q.series[1].title == "eval=k4");
+  REQUIRE(q.series[1].x == std::vector<double>{128, 512});
+  REQUIRE(q.series[1].y == std::vector<double>{2, 4});
+
+  // The training length (64) has no cell here: nothing to draw.
+  REQUIRE(axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true}).series.empty());
 }
 
 }  // namespace axis_plot_test

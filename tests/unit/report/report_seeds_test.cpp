@@ -239,7 +239,8 @@ TEST_CASE("report: eval variants are rows beside the trained setting, aggregated
     r.variants = {EvalVariantResult{"ntk",
                                     "model.attention.position.rope_scaling={type: ntk}",
                                     {LengthResult{64, 8, {{"bits_per_byte", 2.6}}, {}},
-                                     LengthResult{128, 8, {{"bits_per_byte", ntk128[s]}}, {}}}}};
+                                     LengthResult{128, 8, {{"bits_per_byte", ntk128[s]}}, {}}},
+                                    {}}};
     f.write_results(r);
   }
   write_expectations(tmp.str(), {"ntk bits_per_byte at 128 is better than trained",

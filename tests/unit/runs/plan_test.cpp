@@ -63,7 +63,7 @@ TEST_CASE("run plan: eval variants never retrain; a finished run gets the ones i
   CHECK_THAT(add.message, Catch::Contains("eval variants w8"));
   CHECK(plan_run(rec, with, true).action == RunAction::kSkip);  // train never evaluates
   // Evaluated already (same name and settings): skipped; other settings: evaluated again.
-  rec.results->variants.push_back({"w8", "model.attention.window=8", {}});
+  rec.results->variants.push_back({"w8", "model.attention.window=8", {}, {}});
   CHECK(plan_run(rec, with, false).action == RunAction::kSkip);
   rec.results->variants[0].set = "model.attention.window=16";
   CHECK(plan_run(rec, with, false).action == RunAction::kResume);

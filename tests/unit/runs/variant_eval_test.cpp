@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -76,6 +77,40 @@ TEST_CASE(
   // Linear interpolation changes every length, the training length included.
   const auto& lin = variant(r, "lin");
   CHECK(lin.eval[0].metrics.at("loss") != r.eval[0].metrics.at("loss"));
+}
+
+TEST_CASE(
+    "eval variants: task settings and lengths change what is scored, never the model (its "
+    "training length stays)",
+    "[runs][eval_variants]") {
+  runstest::TempDir tmp;
+  // Dynamic NTK rescales past the training length (32): a variant whose task.seq_len (64) were
+  // taken for the training length would score 64 tokens without the rescaling.
+  std::string y = yaml(
+      "{long: {task.seq_len: 64, eval.lengths: [64]}, "
+      "k8: {task.num_kv_pairs: 8, task.seq_len: 64, eval.lengths: [64]}}");
+  y.replace(y.find("position: {scheme: rope}"), 24,
+            "position: {scheme: rope, rope_scaling: {type: dynamic, factor: 4}}");
+  const RunFolder f = runstest::prepare_main(tmp.path, y);
+  execute_run_folder(f, quiet());
+  const RunResults r = *f.results();
+  REQUIRE(r.train_length == 32);
+  const auto& lng = variant(r, "long");
+  REQUIRE(lng.eval.size() == 1u);
+  CHECK(lng.eval[0].length == 64);
+  CHECK(lng.eval[0].metrics == r.eval[1].metrics);  // the trained row at 64, exactly
+  auto settings = lng.settings;
+  std::sort(settings.begin(), settings.end());
+  CHECK(settings == std::vector<std::pair<std::string, std::string>>{{"eval.lengths", "[64]"},
+                                                                     {"task.seq_len", "64"}});
+  // Twice the pairs: another eval set, scored by the same model.
+  const auto& k8 = variant(r, "k8");
+  CHECK(k8.eval[0].metrics.at("loss") != r.eval[1].metrics.at("loss"));
+  // What `model summary` counts is kept for plots: 1 of 2 layers is attention.
+  REQUIRE(r.model);
+  CHECK(r.model->layers == 2);
+  CHECK(r.model->attention_share == 0.5);
+  CHECK(r.model->recurrent_state_floats > 0);
 }
 
 TEST_CASE("eval variants: added to a finished run, they are evaluated and its results stay",
