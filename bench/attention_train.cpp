@@ -8,6 +8,9 @@
 //   rounds, each keeping its best call (a shared machine's other tenants come and go for seconds),
 //   and reported as counters dense_ms, tiled_ms and tiled_over_dense.
 // BM_TileSweep/tile_q/tile_k: attend's tiled forward + backward at T = 2048 for tile shapes.
+// BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
+//   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
+//   the mixer).
 // BM_AttentionTrainMemory/path/level/T (path 0 dense, 1 tiled; level 0 attend, 1 layer): the heap
 //   bytes the autograd graph holds after the forward (glibc mallinfo2, in use after minus before,
 //   the leaves already allocated: the saved tensors and the output) and the process's peak RSS
@@ -15,6 +18,7 @@
 //   process (--benchmark_filter) for a clean figure.
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <malloc.h>
 #include <torch/torch.h>
 
@@ -27,6 +31,8 @@
 
 #include "bench/support/peak_rss.h"
 #include "hybridlab/config.h"
+#include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
 #include "layers/attention.h"
@@ -154,8 +160,82 @@ void BM_AttentionTrainMemory(benchmark::State& state) {
   state.counters["rss_before_GiB"] = rss_before;
 }
 
+// The short causal convolution on q, k, v (AttentionOptions::use_short_conv) at the quickstart's
+// size: d_model 64, 4 heads of 16, batch 32 × T. Forward + backward with and without it, of the
+// attention layer alone and of a one-layer model's training step (embedding, the pre-norm block
+// with its SwiGLU MLP, the head and the loss), in interleaved rounds (best call of each), and the
+// ratios.
+void BM_ShortConvCost(benchmark::State& state) {
+  const int64_t T = state.range(0), B = 32, D = 64;
+  torch::manual_seed(0);
+  static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
+  hybridlab::PositionContext ctx;
+  ctx.d_model = D;
+  ctx.n_heads = ctx.n_kv_heads = 4;
+  ctx.head_dim = D / 4;
+  hybridlab::Config cfg = hybridlab::Config::parse("{}", "short_conv.yaml");
+  std::shared_ptr<Attention> layers[2];
+  std::shared_ptr<hybridlab::LanguageModel> models[2];
+  for (int conv = 0; conv < 2; ++conv) {
+    hybridlab::AttentionOptions o;
+    o.n_heads = 4;
+    o.head_dim = D / 4;
+    o.use_short_conv = conv == 1;
+    hybridlab::Section params = cfg.root();
+    layers[conv] = std::make_shared<Attention>(o, D, host.create("nope", params, ctx), true);
+    const hybridlab::Experiment exp = hybridlab::read_experiment(hybridlab::Config::parse(
+        fmt::format("model: {{d_model: {}, layers: A, attention: {{n_heads: 4, use_short_conv: "
+                    "{}}}}}\ntask: {{name: mqar, vocab_size: 256, seq_len: {}, num_kv_pairs: 4}}\n",
+                    D, conv ? "true" : "false", T),
+        "short_conv.yaml"));
+    models[conv] = hybridlab::build_model(*exp.model, host, hybridlab::model_build_context(exp));
+    models[conv]->train();
+  }
+  const torch::Tensor pos = torch::arange(T);
+  const torch::Tensor tokens = torch::randint(0, 256, {B, T});
+  const auto timed = [](const std::function<void()>& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  const auto layer_step = [&](Attention& att) {
+    const torch::Tensor x = torch::randn({B, T, D}).requires_grad_();
+    return timed([&] {
+      const torch::Tensor out = att.forward(x, pos, nullptr);
+      out.backward(torch::ones_like(out));
+      benchmark::DoNotOptimize(x.grad().data_ptr());
+    });
+  };
+  const auto model_step = [&](hybridlab::LanguageModel& m) {
+    return timed([&] {
+      const torch::Tensor logits = m.forward(tokens);
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), tokens.reshape({-1}));
+      loss.backward();
+      m.zero_grad();
+    });
+  };
+  double layer[2] = {1e30, 1e30}, model[2] = {1e30, 1e30};
+  for (auto _ : state) {
+    for (int r = 0; r < 60; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        layer[c] = std::min(layer[c], layer_step(*layers[c]));
+        model[c] = std::min(model[c], model_step(*models[c]));
+      }
+    }
+  }
+  state.counters["layer_plain_ms"] = layer[0];
+  state.counters["layer_conv_ms"] = layer[1];
+  state.counters["layer_conv_over_plain"] = layer[1] / layer[0];
+  state.counters["model_plain_ms"] = model[0];
+  state.counters["model_conv_ms"] = model[1];
+  state.counters["model_conv_over_plain"] = model[1] / model[0];
+}
+
 }  // namespace
 
+BENCHMARK(BM_ShortConvCost)->Arg(64)->Arg(128)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttendTrainTime)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2}})
     ->Iterations(1)

@@ -111,9 +111,9 @@ void Attention::convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v,
                          AttentionCache* cache) {
   if (!opts_.use_short_conv) return;
   const bool fused = true;  // the fused CPU taps are tested equal to the reference taps
-  auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused);
-  auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused);
-  auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused);
+  auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused, cache != nullptr);
+  auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused, cache != nullptr);
+  auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused, cache != nullptr);
   q = cq.y;
   k = ck.y;
   v = cv.y;

@@ -119,9 +119,12 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor q = proj(q_proj, x), k = proj(k_proj, x), v = proj(v_proj, x);  // [B,T,C]
   const bool fused = opts_.fused_kernels;
   if (opts_.use_short_conv) {
-    auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused);
-    auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused);
-    auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused);
+    auto cq =
+        short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused, cache != nullptr);
+    auto ck =
+        short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused, cache != nullptr);
+    auto cv =
+        short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused, cache != nullptr);
     q = cq.y;
     k = ck.y;
     v = cv.y;

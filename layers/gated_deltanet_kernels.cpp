@@ -333,7 +333,7 @@ class ShortConvFunction : public torch::autograd::Function<ShortConvFunction> {
 }  // namespace
 
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& cache, bool fused) {
+                           const torch::Tensor& cache, bool fused, bool keep_cache) {
   TORCH_CHECK(x.dim() == 3, "short_conv: x must be [B,T,C], got ", x.sizes());
   const int64_t B = x.size(0), C = x.size(2), Kc = weight.size(-1);
   TORCH_CHECK(weight.dim() == 3 && weight.size(0) == C && weight.size(1) == 1,
@@ -355,6 +355,7 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
                        y.data_ptr<scalar_t>() + b * T * C, T, C, Kc);
       }
     });
+    if (!keep_cache) return {torch::silu_(y), torch::Tensor()};
     const int64_t keep = std::min<int64_t>(T, Kc - 1);
     const torch::Tensor tail = torch::cat({pc, xc.narrow(1, T - keep, keep)}, 1);
     return {torch::silu_(y), tail.narrow(1, tail.size(1) - (Kc - 1), Kc - 1).contiguous()};
@@ -364,6 +365,7 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
     // autograd carries their gradients.
     const torch::Tensor wt = weight.to(x.scalar_type()).view({C, Kc}).t();  // [K,C]
     const torch::Tensor y = ShortConvFunction::apply(x, prev, wt)[0];
+    if (!keep_cache) return {y, torch::Tensor()};
     const int64_t keep = std::min<int64_t>(T, Kc - 1);
     const torch::Tensor tail = torch::cat({prev, x.narrow(1, T - keep, keep)}, 1);
     return {y, tail.narrow(1, tail.size(1) - (Kc - 1), Kc - 1)};

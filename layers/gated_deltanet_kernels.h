@@ -121,8 +121,11 @@ struct ShortConvResult {
 /// concatenated copy) and SiLU runs in place; when gradients are needed and `fused` is true, a
 /// torch::autograd::Function runs the same taps forward and one fused pass per sequence backward
 /// (gradients of x, cache and weight). Otherwise (other devices, or fused false: the reference)
-/// K shifted multiply-adds in LibTorch ops. Throws c10::Error on shapes other than these.
+/// K shifted multiply-adds in LibTorch ops. `keep_cache` false leaves the result's cache
+/// undefined (training: nothing decodes after it), which saves a copy and its autograd node.
+/// Throws c10::Error on shapes other than these.
 ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& cache = {}, bool fused = false);
+                           const torch::Tensor& cache = {}, bool fused = false,
+                           bool keep_cache = true);
 
 }  // namespace hybridlab

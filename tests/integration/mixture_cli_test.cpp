@@ -26,34 +26,35 @@ struct Tmp : clitest::TempDir {
 };
 
 void write_experiment(const fs::path& file, const std::string& report) {
-  std::ofstream(file) << "name: capacity\n"
-                         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: 2},\n"
-                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
-                         "task:\n"
-                         "  name: mqar\n"
-                         "  vocab_size: 64\n"
-                         "  seq_len: 32\n"
-                         "  num_kv_pairs: 8\n"
-                         "  mixture:\n"
-                         "    settings:\n"
-                         "      - {seq_len: 16, num_kv_pairs: 4, weight: 3}\n"
-                         "      - {seq_len: 32, num_kv_pairs: 8}\n"
-                         "train: {steps: 6, batch_size: 4, warmup_steps: 1}\n"
-                         "eval:\n"
-                         "  lengths: [32]\n"
-                         "  examples: 8\n"
-                         "  variants:\n"
-                         "    k4: {task.num_kv_pairs: 4}\n"
-                         "    k16: {task.num_kv_pairs: 16, task.seq_len: 64, eval.lengths: [64]}\n"
-                         "runtime: {threads: 1}\n"
-                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR
-                         "']}\n"
-                         "sweep:\n"
-                         "  grid:\n"
-                         "    model.gated_deltanet.head_dim: [4, 8, 16]\n"
-                         "expect:\n"
-                         "  - \"{head_dim: 4, eval: k16} accuracy at 64 is at most 1\"\n"
-                      << report;
+  std::ofstream(file)
+      << "name: capacity\n"
+         "model: {d_model: 16, vocab_size: 64, layers: GA, attention: {n_heads: 2},\n"
+         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+         "task:\n"
+         "  name: mqar\n"
+         "  vocab_size: 64\n"
+         "  seq_len: 32\n"
+         "  num_kv_pairs: 8\n"
+         "  mixture:\n"
+         "    settings:\n"
+         "      - {seq_len: 16, num_kv_pairs: 4, weight: 3}\n"
+         "      - {seq_len: 32, num_kv_pairs: 8}\n"
+         "train: {steps: 6, batch_size: 4, warmup_steps: 1}\n"
+         "eval:\n"
+         "  lengths: [32]\n"
+         "  examples: 8\n"
+         "  variants:\n"
+         "    k4: {task.num_kv_pairs: 4}\n"
+         "    k16: {task.num_kv_pairs: 16, task.seq_len: 64, eval.lengths: [64]}\n"
+         "runtime: {threads: 1}\n"
+         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR
+         "']}\n"
+         "sweep:\n"
+         "  grid:\n"
+         "    model.gated_deltanet.head_dim: [4, 8, 16]\n"
+         "expect:\n"
+         "  - \"{head_dim: 4, eval: k16} accuracy at 64 is at most 1\"\n"
+      << report;
 }
 
 }  // namespace
@@ -92,8 +93,9 @@ TEST_CASE("mixture cli: trained on a mixture, scored per setting, plotted and an
   }
 
   // Editing what the report asks for retrains nothing and re-analyses only on new measurements.
-  write_experiment(exp, "report:\n  plots: [{x: recurrent_state_floats, length: 32}]\n"
-                        "  analysis: {kinds: [mixer]}\n");
+  write_experiment(exp,
+                   "report:\n  plots: [{x: recurrent_state_floats, length: 32}]\n"
+                   "  analysis: {kinds: [mixer]}\n");
   r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --jobs 2");
   INFO(r.out);
   REQUIRE(r.code == 0);

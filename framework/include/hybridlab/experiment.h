@@ -120,7 +120,9 @@ struct PlotRequest {
   /// by eval variants ("task.num_kv_pairs"), or a model quantity (model_quantities()).
   std::string x;
   std::string metric;  ///< "" = the task's primary metric
-  int64_t length = 0;  ///< eval length (tokens); 0 = each variant's training length
+  /// Eval length (tokens); 0 = each variant's training length, or the one length a variant was
+  /// scored at when it has none there (an eval variant with eval.lengths of its own).
+  int64_t length = 0;
   /// Label keys whose combinations make the lines; empty = every label but x's (and `eval`
   /// when x is set by eval variants).
   std::vector<std::string> series;

@@ -60,14 +60,14 @@ std::vector<fs::path> run_folders(const fs::path& dir) {
 
 }  // namespace
 
-ExperimentAnalysis analyze_experiment(const std::string& experiment_dir,
-                                      const AnalyzeOptions& opts, int64_t jobs,
-                                      const std::string& exe) {
+ExperimentAnalysis analyze_experiment(const std::string& experiment_dir, const AnalyzeOptions& opts,
+                                      int64_t jobs, const std::string& exe) {
   const std::vector<fs::path> all = run_folders(experiment_dir);
   if (all.empty()) {
-    throw UserError(fmt::format("'{}' is not a run folder (no status.json) nor an experiment's "
-                                "folder of runs (no <run>/status.json below it)",
-                                experiment_dir));
+    throw UserError(
+        fmt::format("'{}' is not a run folder (no status.json) nor an experiment's "
+                    "folder of runs (no <run>/status.json below it)",
+                    experiment_dir));
   }
   ExperimentAnalysis out;
   std::vector<fs::path> todo;
@@ -90,13 +90,13 @@ ExperimentAnalysis analyze_experiment(const std::string& experiment_dir,
     fs::create_directories(log_dir, ec);
     const int log =
         ::open((log_dir / "log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const pid_t pid =
-        start_child_process(analyze_command(exe, todo[i].string(), opts), environment_with({}), [&] {
-          if (log >= 0) {
-            ::dup2(log, 1);
-            ::dup2(log, 2);
-          }
-        });
+    const pid_t pid = start_child_process(analyze_command(exe, todo[i].string(), opts),
+                                          environment_with({}), [&] {
+                                            if (log >= 0) {
+                                              ::dup2(log, 1);
+                                              ::dup2(log, 2);
+                                            }
+                                          });
     if (log >= 0) ::close(log);
     if (pid < 0) {
       out.failures.emplace_back(todo[i].filename().string(),
@@ -113,11 +113,10 @@ ExperimentAnalysis analyze_experiment(const std::string& experiment_dir,
       ++out.analysed;
       return;
     }
-    const std::string why =
-        WIFSIGNALED(status)
-            ? fmt::format("stopped by signal {}", WTERMSIG(status))
-            : fmt::format("exited with code {} (see {})", WEXITSTATUS(status),
-                          (todo[i] / "analysis" / "log.txt").string());
+    const std::string why = WIFSIGNALED(status)
+                                ? fmt::format("stopped by signal {}", WTERMSIG(status))
+                                : fmt::format("exited with code {} (see {})", WEXITSTATUS(status),
+                                              (todo[i] / "analysis" / "log.txt").string());
     out.failures.emplace_back(todo[i].filename().string(), why);
     if (!opts.quiet) fmt::print("{}: analysis FAILED: {}\n", todo[i].filename().string(), why);
   };

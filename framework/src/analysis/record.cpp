@@ -16,12 +16,9 @@ using json = nlohmann::json;
 namespace {
 
 json options_json(const AnalyzeOptions& o) {
-  return {{"kinds", o.kinds},
-          {"lengths", o.lengths},
-          {"examples", o.examples},
-          {"state_window", o.state_window},
-          {"windows", o.reach_windows},
-          {"tolerance", o.reach_tolerance}};
+  return {{"kinds", o.kinds},           {"lengths", o.lengths},
+          {"examples", o.examples},     {"state_window", o.state_window},
+          {"windows", o.reach_windows}, {"tolerance", o.reach_tolerance}};
 }
 
 AnalyzeOptions options_of(const json& j) {

@@ -185,20 +185,42 @@ void check_sizes(Section root, const Experiment& e) {
   }
 }
 
-// What the claims of `e` may name: its variants (without the seed), its task's metrics and its
-// eval lengths.
-report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) {
-  report::ClaimCatalog cat;
+// The eval variants a variant's config lists (a sweep may set eval.variants per variant).
+std::vector<EvalVariant> listed_eval_variants(const Config& vc) {
+  Section eval = vc.section("eval");
+  return eval.has("variants") ? read_eval_variants(eval.child("variants"))
+                              : std::vector<EvalVariant>{};
+}
+
+// What the claims and plots of `e` may name: its variants (without the seed), its tasks' metrics,
+// its eval lengths (eval variants' included), and the keys its eval variants set.
+struct SweepCatalog {
+  report::ClaimCatalog claims;
+  std::vector<std::string> eval_keys;
+  bool eval_variants = false;
+};
+
+SweepCatalog sweep_catalog(const Experiment& e, const TaskContext& ctx) {
+  SweepCatalog out;
+  report::ClaimCatalog& cat = out.claims;
   std::set<int64_t> lengths;
   for (const Variant& v : expand_sweep(e.sweep)) {
     std::set<std::string> drop = {"seed"};
     for (const auto& [k, grid] : v.tuned) drop.insert(k);
+    Config vc = variant_config(e.config, v, e.sweep);
+    const std::vector<EvalVariant> evs = listed_eval_variants(vc);
     // With eval variants, each trained variant is reported once per evaluation setting.
     std::vector<std::pair<std::string, report::Labels>> rows = {{v.name, v.labels}};
-    if (!e.eval.variants.empty()) {
+    if (!evs.empty()) {
+      out.eval_variants = true;
       rows = {report::eval_variant_run(v.name, v.labels, "trained")};
-      for (const EvalVariant& ev : e.eval.variants)
+      for (const EvalVariant& ev : evs) {
         rows.push_back(report::eval_variant_run(v.name, v.labels, ev.name));
+        for (const auto& [key, value] : ev.set) {
+          if (std::find(out.eval_keys.begin(), out.eval_keys.end(), key) == out.eval_keys.end())
+            out.eval_keys.push_back(key);
+        }
+      }
     }
     for (const auto& [name, labels] : rows) {
       report::ClaimVariant cv{report::variant_name(name, labels, drop), {}};
@@ -210,7 +232,6 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
       if (!seen) cat.variants.push_back(cv);
     }
     // The metrics and eval lengths of every variant (a sweep may vary the task or the lengths).
-    Config vc = variant_config(e.config, v, e.sweep);
     if (const auto task = read_task(vc.section("task"), ctx)) {
       for (const auto& [m, value] : task->metrics(ScoreSums{})) {
         if (std::find(cat.metrics.begin(), cat.metrics.end(), m) == cat.metrics.end())
@@ -219,7 +240,7 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
       for (int64_t L : vc.section("eval").get<std::vector<int64_t>>("lengths", {task->seq_len()}))
         lengths.insert(L);
       // An eval variant may score other lengths (eval.lengths).
-      for (const EvalVariant& ev : e.eval.variants) {
+      for (const EvalVariant& ev : evs) {
         Section ve = eval_variant_config(vc, ev).section("eval");
         for (int64_t L : ve.get<std::vector<int64_t>>("lengths", {task->seq_len()}))
           lengths.insert(L);
@@ -227,12 +248,12 @@ report::ClaimCatalog claim_catalog(const Experiment& e, const TaskContext& ctx) 
     }
   }
   cat.lengths.assign(lengths.begin(), lengths.end());
-  return cat;
+  return out;
 }
 
 // What `report.plots` may name: the sweep's axes and labels, the eval variants' keys, and the
 // metrics and lengths the claims may name.
-PlotCatalog plot_catalog(const Experiment& e, const report::ClaimCatalog& claims) {
+PlotCatalog plot_catalog(const Experiment& e, const SweepCatalog& sweep) {
   PlotCatalog cat;
   std::vector<SweepAxis> axes = e.sweep.grid;
   for (const auto& g : e.sweep.zip) axes.insert(axes.end(), g.begin(), g.end());
@@ -255,16 +276,10 @@ PlotCatalog plot_catalog(const Experiment& e, const report::ClaimCatalog& claims
       }
     }
   }
-  if (!e.eval.variants.empty()) cat.labels.push_back("eval");
-  for (const EvalVariant& ev : e.eval.variants) {
-    for (const auto& [key, value] : ev.set) {
-      if (std::find(cat.variant_keys.begin(), cat.variant_keys.end(), key) ==
-          cat.variant_keys.end())
-        cat.variant_keys.push_back(key);
-    }
-  }
-  cat.metrics = claims.metrics;
-  cat.lengths = claims.lengths;
+  if (sweep.eval_variants) cat.labels.push_back("eval");
+  cat.variant_keys = sweep.eval_keys;
+  cat.metrics = sweep.claims.metrics;
+  cat.lengths = sweep.claims.lengths;
   return cat;
 }
 
@@ -443,8 +458,8 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
     }
     if (!problems.empty()) throw ConfigError(problems);
     if (e.task && (!e.expect.empty() || root.has("report"))) {
-      const report::ClaimCatalog cat = claim_catalog(e, ctx);
-      check_claims(e, cat);
+      const SweepCatalog cat = sweep_catalog(e, ctx);
+      check_claims(e, cat.claims);
       e.report = read_report_section(root.child("report"), plot_catalog(e, cat));
       cfg.raise_errors();
     }

@@ -38,10 +38,10 @@ PlotRequest read_plot(Section p, const PlotCatalog& cat) {
     if (r.x.empty()) {
       std::vector<std::string> swept;
       for (const auto& [dotted, label] : cat.swept) swept.push_back(dotted);
-      p.error("x", fmt::format("'{}' is not a swept key ({}), a key set by an eval variant ({}) "
-                               "or a model quantity ({})",
-                               x, joined(swept), joined(cat.variant_keys),
-                               joined(model_quantities())));
+      p.error("x",
+              fmt::format("'{}' is not a swept key ({}), a key set by an eval variant ({}) "
+                          "or a model quantity ({})",
+                          x, joined(swept), joined(cat.variant_keys), joined(model_quantities())));
     }
   }
   r.metric = p.get<std::string>("metric", "");
@@ -53,14 +53,14 @@ PlotRequest read_plot(Section p, const PlotCatalog& cat) {
   if (p.has("length") && !contains(cat.lengths, r.length)) {
     std::vector<std::string> lens;
     for (int64_t L : cat.lengths) lens.push_back(std::to_string(L));
-    p.error("length", fmt::format("{} is not an eval length of the experiment ({})", r.length,
-                                  joined(lens)));
+    p.error("length",
+            fmt::format("{} is not an eval length of the experiment ({})", r.length, joined(lens)));
   }
   r.series = p.get<std::vector<std::string>>("series", {});
   for (const std::string& s : r.series) {
     if (!contains(cat.labels, s)) {
-      p.error("series", fmt::format("'{}' is not a label of the variants ({})", s,
-                                    joined(cat.labels)));
+      p.error("series",
+              fmt::format("'{}' is not a label of the variants ({})", s, joined(cat.labels)));
     } else if (s == r.x) {
       p.error("series", fmt::format("'{}' is the plot's x axis", s));
     }

@@ -36,6 +36,18 @@ bool axis_has_label(const Labels& labels, const std::string& key) {
   return std::any_of(labels.begin(), labels.end(), [&](const auto& kv) { return kv.first == key; });
 }
 
+// `metric` at the training length, or at the one length the variant was scored at when that is
+// another (an eval variant at its own length, e.g. MQAR's 64 pairs at 256 tokens).
+Interval default_cell(const VariantCells& v, const std::string& metric) {
+  const Interval at_train = v.cell(metric, v.train_length);
+  if (!at_train.empty()) return at_train;
+  std::vector<int64_t> lengths;
+  for (const auto& [key, iv] : v.cells) {
+    if (key.first == metric && !iv.empty()) lengths.push_back(key.second);
+  }
+  return lengths.size() == 1 ? v.cell(metric, lengths[0]) : Interval{};
+}
+
 }  // namespace
 
 std::vector<std::string> numeric_axes(const std::vector<const VariantCells*>& variants,
@@ -68,7 +80,8 @@ bool axis_value(const VariantCells& v, const std::string& x, double& out) {
 plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const AxisRequest& r) {
   plot::LinePlot p;
   const std::string task = variants.empty() ? "" : variants.front()->task;
-  const std::string at = r.length > 0 ? fmt::format("at {}", r.length) : "at the training length";
+  const std::string at =
+      r.length > 0 ? fmt::format("at {}", r.length) : "at the training length (or its one length)";
   p.title = fmt::format("{}: {} {} vs {} (mean, 95% CI over seeds)", task, r.metric, at, r.x);
   p.xlabel = r.x;
   p.ylabel = r.metric;
@@ -83,7 +96,7 @@ plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const
   for (const VariantCells* v : variants) {
     double x = 0;
     if (!axis_value(*v, r.x, x)) continue;
-    const Interval iv = v->cell(r.metric, r.length > 0 ? r.length : v->train_length);
+    const Interval iv = r.length > 0 ? v->cell(r.metric, r.length) : default_cell(*v, r.metric);
     if (iv.empty() || !std::isfinite(iv.mean)) continue;
     std::string title;
     for (const auto& [k, val] : v->labels) {

@@ -21,7 +21,9 @@ std::vector<std::string> numeric_axes(const std::vector<const VariantCells*>& va
 struct AxisRequest {
   std::string x;       ///< a label key, or a key of VariantCells::axis
   std::string metric;  ///< the metric on y
-  int64_t length = 0;  ///< eval length of the metric; 0 = each variant's training length
+  /// Eval length of the metric; 0 = each variant's training length, or the one length a variant
+  /// was scored at when it has none there (an eval variant with its own eval.lengths).
+  int64_t length = 0;
   /// Label keys whose combinations make the lines; empty = every label but x (and but
   /// `eval` when `x_from_eval` says x is an eval variant's setting).
   std::vector<std::string> series;

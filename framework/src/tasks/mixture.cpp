@@ -29,8 +29,7 @@ constexpr uint64_t kMixtureStream = 0x6d6978;
 
 class MixtureTask : public Task {
  public:
-  MixtureTask(std::shared_ptr<Task> base, std::vector<MixtureSetting> settings,
-              MixtureOptions opts)
+  MixtureTask(std::shared_ptr<Task> base, std::vector<MixtureSetting> settings, MixtureOptions opts)
       : base_(std::move(base)), settings_(std::move(settings)), opts_(opts) {
     double total = 0;
     for (const MixtureSetting& s : settings_) total += s.weight;
@@ -77,9 +76,7 @@ class MixtureTask : public Task {
   bool per_position_curve() const override { return base_->per_position_curve(); }
   bool byte_level() const override { return base_->byte_level(); }
   bool answer_span() const override { return base_->answer_span(); }
-  std::map<std::string, double> chance_levels() const override {
-    return base_->chance_levels();
-  }
+  std::map<std::string, double> chance_levels() const override { return base_->chance_levels(); }
 
   size_t setting_at(int64_t step, uint64_t seed) const {
     double u = 0;
@@ -186,8 +183,8 @@ std::shared_ptr<Task> read_mixture(Section& task, const TaskType& type, const Ta
                           t->vocab_size(), base->vocab_size()));
     }
     settings.push_back({t, weight});
-    resolved_list.push_back(YAML::Clone(task.config().resolved()["task"]["mixture"]["settings"]
-                                                                 [std::to_string(i)]));
+    resolved_list.push_back(
+        YAML::Clone(task.config().resolved()["task"]["mixture"]["settings"][std::to_string(i)]));
   }
   // Readers record under "...settings.<i>" as map keys; the resolved config shows the list.
   YAML::Node resolved = task.config().resolved();

@@ -103,8 +103,7 @@ TEST_CASE("mixture: in_order runs each setting's share of every cycle, in list o
   // Weights 3 : 1 of 8 steps: steps 0-5 the first setting, 6-7 the second, then again.
   std::vector<int64_t> got;
   for (int64_t step = 0; step < 16; ++step) got.push_back(pairs_of(t->train_batch(step, 1, 3)));
-  REQUIRE(got ==
-          std::vector<int64_t>{4, 4, 4, 4, 4, 4, 16, 16, 4, 4, 4, 4, 4, 4, 16, 16});
+  REQUIRE(got == std::vector<int64_t>{4, 4, 4, 4, 4, 4, 16, 16, 4, 4, 4, 4, 4, 4, 16, 16});
 }
 
 TEST_CASE("mixture: bad settings are errors at their file:line:key", "[tasks][mixture]") {
@@ -140,8 +139,9 @@ task:
   REQUIRE(e.find("exp.yaml:12:10: task.mixture.settings.2.seq_len: must be >= 4 * num_kv_pairs") !=
           std::string::npos);
 
-  REQUIRE(errors_of(with_order("in_order")).find(
-              "task.mixture.cycle_steps: must be >= 1 with order: in_order") != std::string::npos);
+  REQUIRE(errors_of(with_order("in_order"))
+              .find("task.mixture.cycle_steps: must be >= 1 with order: in_order") !=
+          std::string::npos);
   REQUIRE(errors_of(with_order("random", "\n    cycle_steps: 8"))
               .find("task.mixture.cycle_steps: is read only with order: in_order") !=
           std::string::npos);

@@ -116,8 +116,14 @@ TEST_CASE("axis plot: eval settings and model quantities as x, chosen series and
   REQUIRE(q.series[1].x == std::vector<double>{128, 512});
   REQUIRE(q.series[1].y == std::vector<double>{2, 4});
 
-  // The training length (64) has no cell here: nothing to draw.
-  REQUIRE(axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true}).series.empty());
+  // No length asked: the training length (64) has no cell here, so each row's one length (256).
+  const auto d = axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true});
+  REQUIRE(d.series.size() == 2);
+  REQUIRE(d.series[0].y == std::vector<double>{2, 1, 0.5});
+  // A row scored at two other lengths has no default cell: left out.
+  vs[0].cells[{"accuracy", 512}] = vs[0].cells.at({"accuracy", 256});
+  const auto e = axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true});
+  REQUIRE(e.series[0].x == std::vector<double>{4, 16});
 }
 
 }  // namespace axis_plot_test

@@ -39,7 +39,9 @@ void write_run(const fs::path& dir, const std::string& layers, int seed, double 
   r.train_length = 64;
   r.params = 1000;
   r.model = ModelRecord{2, layers == "GG" ? 0.0 : 0.5, 0, layers == "GG" ? 512 : 256, 0};
-  const auto at64 = [](double a) { return std::vector<LengthResult>{{64, 8, {{"accuracy", a}}, {}}}; };
+  const auto at64 = [](double a) {
+    return std::vector<LengthResult>{{64, 8, {{"accuracy", a}}, {}}};
+  };
   r.eval = at64(acc);
   r.variants = {{"k4", "task.num_kv_pairs=4", at64(acc + 0.01), {{"task.num_kv_pairs", "4"}}},
                 {"k16", "task.num_kv_pairs=16", at64(acc / 2), {{"task.num_kv_pairs", "16"}}}};
@@ -56,15 +58,14 @@ void write_run(const fs::path& dir, const std::string& layers, int seed, double 
                          {"value", acc - damage[l]},
                          {"damage", damage[l]}});
   }
-  std::ofstream(d / "analysis" / "analysis.json")
-      << json({{"options", {{"kinds", {"mixer"}}}},
-               {"task", "mqar"},
-               {"metric", "accuracy"},
-               {"train_length", 64},
-               {"lengths", {64}},
-               {"knockouts", knockouts},
-               {"summary", "layer 0 carries it"}})
-             .dump();
+  std::ofstream(d / "analysis" / "analysis.json") << json({{"options", {{"kinds", {"mixer"}}}},
+                                                           {"task", "mqar"},
+                                                           {"metric", "accuracy"},
+                                                           {"train_length", 64},
+                                                           {"lengths", {64}},
+                                                           {"knockouts", knockouts},
+                                                           {"summary", "layer 0 carries it"}})
+                                                         .dump();
 }
 
 std::string slurp(const fs::path& p) {
