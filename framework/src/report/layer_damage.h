@@ -9,12 +9,13 @@
 
 namespace hybridlab::report {
 
-/// Markdown tables, one per task and length (the training length, and the longest analysed
-/// length when longer): one row per variant (its trained setting), one column per layer, each
-/// cell the damage of zeroing that layer's mixer (primary-metric units, mean ± 95% half-width
-/// over the seeds that were analysed) and its share of the row's total positive damage. Reads
-/// each run's analysis record (`<experiment_dir>/<run>/analysis/analysis.json`); "" when no run
-/// of `variants` has "mixer" knock-outs.
+/// Markdown tables, per task, for the "mixer" and the "position" knock-outs, each at the training
+/// length and at the longest analysed length when longer: one row per variant (its trained
+/// setting), one column per layer (and, for positions, the input scheme and all positions at
+/// once), each cell the damage in primary-metric units, mean ± 95% half-width over the seeds
+/// that were analysed; mixer cells also give their share of the row's total positive damage.
+/// Reads each run's analysis record (`<experiment_dir>/<run>/analysis/analysis.json`); "" when no
+/// run of `variants` has such knock-outs.
 std::string layer_damage_tables(const std::string& experiment_dir,
                                 const std::vector<VariantCells>& variants);
 

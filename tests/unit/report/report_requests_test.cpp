@@ -58,6 +58,23 @@ void write_run(const fs::path& dir, const std::string& layers, int seed, double 
                          {"value", acc - damage[l]},
                          {"damage", damage[l]}});
   }
+  // Removing positions: only the attention layer has any (RoPE), costing a tenth of the damage
+  // of its mixer; "all positions" the same.
+  for (size_t l = 0; l < damage.size(); ++l) {
+    if (layers[l] != 'A') continue;
+    for (const int64_t layer : {static_cast<int64_t>(l), int64_t{-2}}) {
+      knockouts.push_back(
+          {{"kind", "position"},
+           {"layer", layer},
+           {"target", layer < 0 ? std::string("all positions")
+                                : "layer " + std::to_string(l) + " (attention, rope)"},
+           {"setting", 0},
+           {"length", 64},
+           {"baseline", acc},
+           {"value", acc - damage[l] / 10},
+           {"damage", damage[l] / 10}});
+    }
+  }
   std::ofstream(d / "analysis" / "analysis.json") << json({{"options", {{"kinds", {"mixer"}}}},
                                                            {"task", "mqar"},
                                                            {"metric", "accuracy"},
@@ -125,6 +142,11 @@ TEST_CASE("report: requested plots and the per-layer damage of every analysed se
   CHECK_THAT(md, Catch::Contains("| layers=GG | 1 | gated_deltanet 0.500 (83%) | "
                                  "gated_deltanet 0.100 (17%) |"));
   CHECK_THAT(md, Catch::Contains("at 64 (the training length)"));
+  // Position knock-outs: GA only (GG has no attention); 0.09, 0.08 -> 0.085 ± 0.0635; no shares.
+  CHECK_THAT(md, Catch::Contains("### Damage of removing each attention layer's position "
+                                 "information at 64 (the training length)"));
+  CHECK_THAT(md, Catch::Contains("| variant | n | layer 1 | all positions |"));
+  CHECK_THAT(md, Catch::Contains("| layers=GA | 2 | attention 0.085 ± 0.064 | 0.085 ± 0.064 |"));
   if (!f.plots.empty()) {  // gnuplot installed
     CHECK(fs::exists(tmp.path / "plots" / "mqar_accuracy_vs_task.num_kv_pairs_at_64.png"));
     CHECK(fs::exists(tmp.path / "plots" / "mqar_accuracy_vs_recurrent_state_floats_at_64.png"));
