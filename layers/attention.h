@@ -144,6 +144,8 @@ class Attention : public Mixer {
   /// The same with a relative hook (Shaw), whose tiled backward rebuilds each tile under autograd:
   /// tiled/dense 1.28 at 2048 queries, 1.50 at 3072, 0.43 at 4096.
   static constexpr int64_t kTiledMinQueriesRelative = 4096;
+  /// Without autograd, the dense path's query blocks keep their scores under this many bytes.
+  static constexpr int64_t kEvalScoreBlockBytes = int64_t{8} << 20;
 
   const AttentionOptions& options() const { return opts_; }
   const std::shared_ptr<PositionScheme>& scheme() const { return scheme_; }

@@ -169,6 +169,31 @@ std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
   return out;
 }
 
+Interval paired_difference(const VariantCells& a, const std::string& ma, int64_t la,
+                           const VariantCells& b, const std::string& mb, int64_t lb,
+                           double confidence) {
+  const auto by_seed = [](const VariantCells& v, const std::string& m, int64_t L) {
+    std::map<std::string, double> out;
+    for (const RunData* r : v.runs) {
+      const std::string seed = r->label("seed");
+      const double x = r->value(m, L);
+      if (seed.empty() || !std::isfinite(x) || out.count(seed))
+        return std::map<std::string, double>{};
+      out[seed] = x;
+    }
+    return out;
+  };
+  const std::map<std::string, double> xa = by_seed(a, ma, la), xb = by_seed(b, mb, lb);
+  if (xa.size() < 2 || xa.size() != xb.size()) return Interval{};
+  std::vector<double> d;
+  for (const auto& [seed, x] : xa) {
+    const auto it = xb.find(seed);
+    if (it == xb.end()) return Interval{};
+    d.push_back(x - it->second);
+  }
+  return mean_interval(d, confidence);
+}
+
 std::vector<CellRank> rank_cells(const std::vector<Interval>& cells, bool higher_is_better) {
   std::vector<CellRank> out(cells.size(), CellRank::kNone);
   int best = -1;

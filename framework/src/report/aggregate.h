@@ -100,6 +100,13 @@ std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
                                          const HealthThresholds& thresholds = {},
                                          double confidence = 0.95);
 
+/// The interval (Student t, `confidence`) of the per-seed differences `a`'s `ma` at `la` minus
+/// `b`'s `mb` at `lb`, when both variants have runs of the same two or more seeds (their "seed"
+/// labels) with finite values; empty otherwise. The same variant at two lengths pairs with itself.
+Interval paired_difference(const VariantCells& a, const std::string& ma, int64_t la,
+                           const VariantCells& b, const std::string& mb, int64_t lb,
+                           double confidence = 0.95);
+
 /// Rank of one cell within a column of cells.
 enum class CellRank { kNone, kBest, kIndistinguishable };
 

@@ -409,7 +409,7 @@ std::string claim_status_name(ClaimStatus s) {
 
 ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
                             const std::function<bool(const std::string&)>& higher_is_better,
-                            const SplitLookup& split) {
+                            const SplitLookup& split, const PairedLookup& paired) {
   ClaimOutcome o;
   o.lhs = lookup(claim.lhs.variant, claim.lhs.metric, claim.lhs.length);
   if (claim.rhs_is_number) {
@@ -432,7 +432,12 @@ ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
     const bool up = higher_is_better(claim.lhs.metric);
     rel = (rel == Relation::kBetter) == up ? Relation::kAbove : Relation::kBelow;
   }
-  const double alo = o.lhs.lo(), ahi = o.lhs.hi(), blo = o.rhs.lo(), bhi = o.rhs.hi();
+  if (!claim.rhs_is_number && paired) o.difference = paired(claim.lhs, claim.rhs);
+  double alo = o.lhs.lo(), ahi = o.lhs.hi(), blo = o.rhs.lo(), bhi = o.rhs.hi();
+  if (!o.difference.empty()) {
+    // Judged on the per-seed differences: a − b against 0, exactly as two intervals would be.
+    alo = o.difference.lo(), ahi = o.difference.hi(), blo = 0, bhi = 0;
+  }
   bool holds = false, fails = false;
   switch (rel) {
     case Relation::kAbove:
@@ -462,7 +467,12 @@ ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
       break;
   }
   o.status = holds ? ClaimStatus::kHolds : fails ? ClaimStatus::kFails : ClaimStatus::kInconclusive;
-  if (o.status == ClaimStatus::kInconclusive) {
+  if (!o.difference.empty()) {
+    o.note = fmt::format("paired over {} seeds: difference {:.4g} ± {:.4g}", o.difference.n,
+                         o.difference.mean, o.difference.half_width);
+    if (o.status == ClaimStatus::kInconclusive)
+      o.note += rel == Relation::kWithin ? ", straddling the tolerance" : ", straddling 0";
+  } else if (o.status == ClaimStatus::kInconclusive) {
     o.note = rel == Relation::kWithin ? "the difference's interval straddles the tolerance"
                                       : "intervals overlap";
   }

@@ -654,6 +654,19 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
                               : report::metric_higher_is_better(m, variants[0].primary,
                                                                 variants[0].higher_is_better);
     };
+    // Per-seed differences between two cells whose variants have runs of the same seeds.
+    const auto paired = [&](const report::CellRef& a, const report::CellRef& b) {
+      const auto runs_of = [&](const std::string& name) -> const report::VariantCells* {
+        for (const auto& v : variants) {
+          if (v.variant == name) return &v;
+        }
+        return nullptr;
+      };
+      const report::VariantCells* va = runs_of(a.variant);
+      const report::VariantCells* vb = runs_of(b.variant);
+      if (!va || !vb) return report::Interval{};
+      return report::paired_difference(*va, a.metric, a.length, *vb, b.metric, b.length);
+    };
     const auto split_of = [&](const std::string& name) {
       for (const auto& v : variants) {
         if (v.variant == name) return v.split_note();
@@ -669,7 +682,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       try {
         c = report::parse_claim(text);
         report::resolve_claim(c, cat);
-        o = report::evaluate_claim(c, lookup, higher, split_of);
+        o = report::evaluate_claim(c, lookup, higher, split_of, paired);
       } catch (const report::ClaimError& e) {
         // Checked when the experiment was read; here the runs of a cell may be missing.
         o.status = report::ClaimStatus::kInconclusive;
@@ -693,6 +706,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
       for (auto& s : side_cells(o.lhs, false)) row.push_back(s);
       row.push_back(right);
       for (auto& s : side_cells(o.rhs, c.rhs_is_number)) row.push_back(s);
+      for (auto& s : side_cells(o.difference, false)) row.push_back(s);
       row.push_back(o.note);
       crow.push_back(row);
       const auto md_side = [](const report::Interval& iv, bool number) {
@@ -715,7 +729,8 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
     files.claims_csv = (dir / "claims.csv").string();
     plot::write_csv(files.claims_csv,
                     {"claim", "outcome", "left", "left_mean", "left_ci95", "left_n", "right",
-                     "right_mean", "right_ci95", "right_n", "note"},
+                     "right_mean", "right_ci95", "right_n", "paired_difference_mean",
+                     "paired_difference_ci95", "paired_n", "note"},
                     crow);
   }
 

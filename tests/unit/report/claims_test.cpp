@@ -217,4 +217,55 @@ TEST_CASE("claims: holds, fails or inconclusive on the intervals", "[report][cla
   CHECK(judge(gr + " accuracy at 64 >= 0.98", single).status == ClaimStatus::kFails);
 }
 
+TEST_CASE("claims: on runs of the same seeds, judged on the per-seed differences",
+          "[report][claims][paired]") {
+  const std::string gr = "pattern-GGGA_scheme-rope", gn = "pattern-GGGA_scheme-nope";
+  Cells cells;
+  // Seeds spread both cells widely ([2.40, 2.72] and [2.43, 2.73]) ...
+  cells[{gr, "bits_per_byte", 64}] = iv(2.56, 0.16);
+  cells[{gn, "bits_per_byte", 64}] = iv(2.58, 0.15);
+  cells[{gn, "bits_per_byte", 512}] = iv(2.52, 0.14);
+  // ... but seed by seed they differ by little: a paired lookup for these pairs.
+  std::map<std::pair<std::string, std::string>, Interval> diffs;
+  diffs[{gr + "@64", gn + "@64"}] = iv(-0.02, 0.01);   // [-0.03, -0.01]
+  diffs[{gn + "@512", gn + "@64"}] = iv(-0.06, 0.02);  // [-0.08, -0.04]
+  const auto judge_paired = [&](const std::string& text) {
+    Claim c = parse_claim(text);
+    resolve_claim(c, catalog());
+    return evaluate_claim(
+        c,
+        [&](const std::string& v, const std::string& m, int64_t L) {
+          const auto it = cells.find({v, m, L});
+          return it == cells.end() ? Interval{} : it->second;
+        },
+        [](const std::string& m) { return m == "accuracy"; }, nullptr,
+        [&](const CellRef& a, const CellRef& b) {
+          const auto it = diffs.find({a.variant + "@" + std::to_string(a.length),
+                                      b.variant + "@" + std::to_string(b.length)});
+          return it == diffs.end() ? Interval{} : it->second;
+        });
+  };
+  // Unpaired, [2.40 - 2.73, 2.72 - 2.43] = [-0.33, 0.29] straddles 0.1; paired it lies inside.
+  CHECK(judge(gr + " bits_per_byte at 64 is within 0.1 of " + gn, cells).status ==
+        ClaimStatus::kInconclusive);
+  const ClaimOutcome w = judge_paired(gr + " bits_per_byte at 64 is within 0.1 of " + gn);
+  CHECK(w.status == ClaimStatus::kHolds);
+  CHECK(w.difference.mean == -0.02);
+  CHECK(w.note == "paired over 3 seeds: difference -0.02 ± 0.01");
+  // Lower is better: -0.02 ± 0.01 is better on every seed; not within 0.005; not worse.
+  CHECK(judge_paired(gr + " bits_per_byte at 64 is better than " + gn).status ==
+        ClaimStatus::kHolds);
+  CHECK(judge_paired(gr + " bits_per_byte at 64 is worse than " + gn).status ==
+        ClaimStatus::kFails);
+  CHECK(judge_paired(gr + " bits_per_byte at 64 is within 0.005 of " + gn).status ==
+        ClaimStatus::kFails);
+  CHECK(judge_paired(gr + " bits_per_byte at 64 is within 0.02 of " + gn).note ==
+        "paired over 3 seeds: difference -0.02 ± 0.01, straddling the tolerance");
+  // The same variant at two lengths: at 512 at most (<=) at 64 holds on the differences.
+  CHECK(judge_paired(gn + " bits_per_byte at 512 is at most at 64").status == ClaimStatus::kHolds);
+  // Against a number, or without a paired interval, the intervals decide as before.
+  CHECK(judge_paired(gn + " bits_per_byte at 512 is at most 3").status == ClaimStatus::kHolds);
+  CHECK(judge_paired(gn + " bits_per_byte at 64 is worse than " + gr).note == "intervals overlap");
+}
+
 }  // namespace claims_test

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -141,22 +142,28 @@ TEST_CASE("report: claims are judged on the intervals and written to claims.csv"
   write_sweep(tmp.path);
   const ReportFiles f = write_report(tmp.str(), false);
   INFO(f.markdown_text);
+  // GG and GA have runs of the same seeds: judged on the per-seed differences. GG trails GA by
+  // 0.1 on every seed, so "GG better than GA" fails, although the two intervals overlap.
   REQUIRE(f.claims_held == 2);
-  REQUIRE(f.claims_failed == 1);
-  REQUIRE(f.claims_inconclusive == 1);
+  REQUIRE(f.claims_failed == 2);
+  REQUIRE(f.claims_inconclusive == 0);
   REQUIRE(f.markdown_text.find("| GA accuracy at 64 >= 0.8 | holds | 0.9500 ± 0.1242 (n=3) | "
                                "0.8000 |  |") != std::string::npos);
   REQUIRE(f.markdown_text.find("| AA accuracy at 64 >= 0.5 | **fails** |") != std::string::npos);
-  REQUIRE(f.markdown_text.find("| GG accuracy at 64 is better than GA | **inconclusive** | "
-                               "0.8500 ± 0.1242 (n=3) | 0.9500 ± 0.1242 (n=3) | intervals "
-                               "overlap |") != std::string::npos);
+  REQUIRE(f.markdown_text.find("| GG accuracy at 64 is better than GA | **fails** | "
+                               "0.8500 ± 0.1242 (n=3) | 0.9500 ± 0.1242 (n=3) | paired over 3 "
+                               "seeds: difference -0.1 ± ") != std::string::npos);
   const std::string csv = slurp(f.claims_csv);
   INFO(csv);
   REQUIRE(csv.rfind("claim,outcome,left,left_mean,left_ci95,left_n,right,right_mean,right_ci95,"
-                    "right_n,note\n",
+                    "right_n,paired_difference_mean,paired_difference_ci95,paired_n,note\n",
                     0) == 0);
   const auto row = csv_row(csv, "GA accuracy at 64 is better than AA");
-  REQUIRE(row.size() == 11);
+  REQUIRE(row.size() >= 13);
+  // GA - AA per seed: 0.89, 0.93, 0.97: mean 0.93, half-width 4.302653 * 0.04 / sqrt(3).
+  REQUIRE(std::stod(row[10]) == Approx(0.93));
+  REQUIRE(std::stod(row[11]) == Approx(4.302653 * 0.04 / std::sqrt(3.0)).epsilon(1e-5));
+  REQUIRE(row[12] == "3");
   REQUIRE(row[1] == "holds");
   REQUIRE(row[2] == "pattern-GA accuracy at 64");
   REQUIRE(row[5] == "3");
@@ -252,9 +259,11 @@ TEST_CASE("report: eval variants are rows beside the trained setting, aggregated
         std::string::npos);
   CHECK(f.markdown_text.find("| eval=ntk | 2 | 2.6000 ± 0.0000 | **2.1000 ± 1.2706** |") !=
         std::string::npos);
-  // Intervals overlap at 128: inconclusive; at 64 both are exact points: holds.
-  CHECK(f.claims_inconclusive == 1);
-  CHECK(f.claims_held == 1);
+  // The intervals overlap at 128, but seed by seed ntk is 1.0 better: judged on the paired
+  // differences, it holds; at 64 both are exact points: holds.
+  CHECK(f.claims_inconclusive == 0);
+  CHECK(f.claims_held == 2);
+  CHECK(f.markdown_text.find("paired over 2 seeds: difference -1 ± 0") != std::string::npos);
   const std::string csv = slurp(f.csv);
   CHECK(csv_row(csv, "seed-0_eval-ntk").size() > 3);
   CHECK(csv_row(csv, "seed-1_eval-trained").size() > 3);
