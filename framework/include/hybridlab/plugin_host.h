@@ -76,6 +76,7 @@ class PluginHost {
 
 namespace hybridlab {
 /// Reads the `plugins:` section (`paths: [dir, ...]`, relative to the config file's folder) and
-/// returns a host that searches those folders first.
+/// returns a host that searches those folders first. Throws ConfigError at `file:line:col` of the
+/// entry for a path that is empty, does not exist, is not a folder or cannot be read.
 std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg);
 }  // namespace hybridlab

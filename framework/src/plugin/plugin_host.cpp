@@ -192,23 +192,32 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   return by_name.emplace(p.record.name, std::move(p)).first->second;
 }
 
-void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
+namespace {
+// Why `dir` cannot be searched for plugins ("" when it can); `missing_ok`: a folder that does not
+// exist is no problem (the installation's default folder).
+std::string plugin_folder_problem(const std::string& dir, bool missing_ok) {
   std::error_code ec;
   if (!fs::exists(dir, ec) && ec.value() == ELOOP) {
-    throw PluginError("plugin folder '" + dir + "' is a loop of symbolic links");
+    return "plugin folder '" + dir + "' is a loop of symbolic links";
   }
-  if (!fs::exists(dir, ec)) {
-    if (must_exist) throw PluginError("plugin folder '" + dir + "' does not exist");
-    return;
-  }
-  if (!fs::is_directory(dir, ec)) {
-    throw PluginError("plugin folder '" + dir + "' is not a folder");
-  }
+  if (!fs::exists(dir, ec)) return missing_ok ? "" : "plugin folder '" + dir + "' does not exist";
+  if (!fs::is_directory(dir, ec)) return "plugin folder '" + dir + "' is not a folder";
   fs::directory_iterator it(dir, ec);
   if (ec || ::access(dir.c_str(), R_OK | X_OK) != 0) {
-    throw PluginError("cannot read plugin folder '" + dir +
-                      "': " + (ec ? ec.message() : std::string("permission denied")));
+    return "cannot read plugin folder '" + dir +
+           "': " + (ec ? ec.message() : std::string("permission denied"));
   }
+  return "";
+}
+}  // namespace
+
+void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
+  if (const std::string why = plugin_folder_problem(dir, !must_exist); !why.empty()) {
+    throw PluginError(why);
+  }
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  fs::directory_iterator it(dir, ec);
   std::vector<fs::path> files;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) throw PluginError("cannot read plugin folder '" + dir + "': " + ec.message());
@@ -317,7 +326,13 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
                                                    const PositionContext& ctx) {
   LoadedPlugin* plugin = nullptr;
   if (looks_like_path(name_or_path)) {
-    plugin = &impl_->load(name_or_path);
+    try {
+      plugin = &impl_->load(name_or_path);
+    } catch (const PluginError& e) {
+      const Location where = params.location("scheme");
+      throw PluginError(where.line > 0 ? where.str() + ": " + params.path() + ".scheme: " + e.what()
+                                       : e.what());
+    }
   } else {
     discover();
     auto it = impl_->by_name.find(name_or_path);
@@ -375,12 +390,21 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
 std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg) {
   Section s = cfg.section("plugins");
   auto paths = s.get<std::vector<std::string>>("paths", {});
-  s.done();
+  s.finish();
   const fs::path base =
       cfg.file().empty() ? fs::current_path() : fs::path(cfg.file()).parent_path();
-  for (auto& p : paths) {
-    if (!fs::path(p).is_absolute()) p = (base / p).lexically_normal().string();
+  // Each entry is checked here, where its line is known; discovery would name the folder only.
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string& p = paths[i];
+    const std::string key = "paths." + std::to_string(i);
+    if (p.empty()) {
+      s.error(key, "an empty path names no plugin folder; remove it or write the folder");
+      continue;
+    }
+    if (!fs::path(p).is_absolute()) p = fs::absolute(base / p).lexically_normal().string();
+    if (const std::string why = plugin_folder_problem(p, false); !why.empty()) s.error(key, why);
   }
+  cfg.raise_errors();
   return std::make_unique<PluginHost>(paths);
 }
 

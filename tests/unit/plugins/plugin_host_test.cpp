@@ -187,6 +187,7 @@ TEST_CASE("plugins.paths in the YAML are searched relative to the file", "[plugi
   const auto dir = fs::temp_directory_path() / "hybridlab_paths_test";
   fs::create_directories(dir);
   const auto yaml = dir / "exp.yaml";
+  fs::create_directories(dir / "local_plugins");
   std::ofstream(yaml) << "plugins:\n  paths: [" << kFixtures << "throwing, local_plugins]\n";
   Config cfg = Config::load(yaml.string());
   auto host = make_plugin_host(cfg);
@@ -194,6 +195,41 @@ TEST_CASE("plugins.paths in the YAML are searched relative to the file", "[plugi
   REQUIRE(path.size() >= 2);
   CHECK(path[0] == kFixtures + "throwing");
   CHECK(path[1] == (dir / "local_plugins").string());
+}
+
+TEST_CASE("plugins.paths entries that cannot be searched are errors at their line", "[plugins]") {
+  const auto dir =
+      fs::temp_directory_path() / ("hybridlab_paths_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a_file") << "x";
+  const auto yaml = dir / "exp.yaml";
+  std::ofstream(yaml) << "plugins:\n  paths: [missing, a_file, '']\n";
+  Config cfg = Config::load(yaml.string());
+  std::string msg;
+  try {
+    make_plugin_host(cfg);
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  const std::string f = yaml.string();
+  CHECK_THAT(msg, Contains(f + ":2:11: plugins.paths.0: plugin folder '" +
+                           (dir / "missing").string() + "' does not exist"));
+  CHECK_THAT(msg, Contains(f + ":2:20: plugins.paths.1: plugin folder '" +
+                           (dir / "a_file").string() + "' is not a folder"));
+  CHECK_THAT(msg, Contains(f + ":2:28: plugins.paths.2: an empty path"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a scheme path that is not a plugin is an error at the scheme's line", "[plugins]") {
+  PluginHost host;
+  const std::string yaml = "position: {scheme: " + kFixtures + "not_a_plugin/not_a_plugin.so}\n";
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  Section params = cfg.section("position");
+  CHECK_THAT(
+      plugin_error([&] {
+        host.create(kFixtures + "not_a_plugin/not_a_plugin.so", params, small_context());
+      }),
+      Contains("exp.yaml:1:12: position.scheme: '") && Contains("is not a hybridlab plugin"));
 }
 
 }  // namespace plugin_host_test
