@@ -83,16 +83,34 @@ std::vector<EvalVariantResult> evaluate_variants(const Config& cfg, const std::s
   return out;
 }
 
-// Puts `now` into `into`, replacing a result of the same name.
+// Puts the lengths of `now` into `into` (a length evaluated again replaces its result), sorted.
+void merge_lengths(std::vector<LengthResult>& into, const std::vector<LengthResult>& now) {
+  for (const LengthResult& l : now) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const LengthResult& x) { return x.length == l.length; });
+    if (it != into.end())
+      *it = l;
+    else
+      into.push_back(l);
+  }
+  std::sort(into.begin(), into.end(),
+            [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
+}
+
+// Puts `now` into `into`. A variant with the same name and settings gains the new lengths, as the
+// trained setting does; one whose settings changed is replaced (its old lengths measured
+// something else).
 void merge_variants(std::vector<EvalVariantResult>& into,
                     const std::vector<EvalVariantResult>& now) {
   for (const auto& r : now) {
     auto it = std::find_if(into.begin(), into.end(),
                            [&](const EvalVariantResult& x) { return x.name == r.name; });
-    if (it != into.end())
+    if (it == into.end())
+      into.push_back(r);
+    else if (it->set != r.set)
       *it = r;
     else
-      into.push_back(r);
+      merge_lengths(it->eval, r.eval);
   }
 }
 
@@ -268,16 +286,7 @@ void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& len
   if (!id.tuned.empty() && r.validation.empty()) {
     r.validation = {evaluate_validation(*b.model, *b.exp.task, b.exp)};
   }
-  for (const LengthResult& now : evaluate(*b.model, *b.exp.task, b.exp)) {
-    auto it = std::find_if(r.eval.begin(), r.eval.end(),
-                           [&](const LengthResult& l) { return l.length == now.length; });
-    if (it != r.eval.end())
-      *it = now;
-    else
-      r.eval.push_back(now);
-  }
-  std::sort(r.eval.begin(), r.eval.end(),
-            [](const LengthResult& a, const LengthResult& b) { return a.length < b.length; });
+  merge_lengths(r.eval, evaluate(*b.model, *b.exp.task, b.exp));
   merge_variants(r.variants,
                  evaluate_variants(cfg, id.config_dir, b,
                                    variants_without_results(b.exp.eval.variants, prev)));

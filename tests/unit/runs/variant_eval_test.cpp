@@ -188,6 +188,30 @@ TEST_CASE("eval --variant: an ad-hoc variant on a finished run is stored beside 
   CHECK(after.variants[0].eval[0].metrics.at("loss") != before.eval[0].metrics.at("loss"));
 }
 
+TEST_CASE("eval --lengths --variant: a variant's lengths accumulate like the trained setting's",
+          "[runs][eval_variants]") {
+  runstest::TempDir tmp;
+  const RunFolder f = runstest::prepare_main(tmp.path, yaml());
+  execute_run_folder(f, quiet());
+  const EvalVariant w8 = parse_eval_variant("w8=model.attention.window=8");
+  eval_run_folder(f.dir(), {}, {w8});
+  const EvalVariantResult first = variant(*f.results(), "w8");
+  REQUIRE(first.eval.size() == 2u);
+  eval_run_folder(f.dir(), {48}, {w8});
+  const EvalVariantResult both = variant(*f.results(), "w8");
+  REQUIRE(both.eval.size() == 3u);
+  CHECK(both.eval[0].length == 32);
+  CHECK(both.eval[1].length == 48);
+  CHECK(both.eval[2].length == 64);
+  CHECK(both.eval[0].metrics == first.eval[0].metrics);
+  CHECK(both.eval[2].metrics == first.eval[1].metrics);
+  // The same name with other settings measures something else: its old lengths go.
+  eval_run_folder(f.dir(), {48}, {parse_eval_variant("w8=model.attention.window=4")});
+  const EvalVariantResult changed = variant(*f.results(), "w8");
+  REQUIRE(changed.eval.size() == 1u);
+  CHECK(changed.eval[0].length == 48);
+}
+
 TEST_CASE("eval variants: the pre-flight check builds them, before anything trains",
           "[runs][eval_variants]") {
   runstest::TempDir tmp;
