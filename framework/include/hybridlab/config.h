@@ -186,6 +186,16 @@ class Section {
 /// The known key nearest to `key` by edit distance, or "" if none is close.
 std::string nearest_key(const std::string& key, const std::vector<std::string>& known);
 
+/// Reads `text` as the configuration reads an integer: decimal digits with an optional sign,
+/// within int64. The one spelling for files, overrides, claims and command-line numbers; false for
+/// any other text (hex, a fraction, an exponent, digits past int64).
+bool parse_integer_text(const std::string& text, int64_t& out);
+
+/// Reads `text` as the configuration reads a number: decimal with an optional sign, fraction and
+/// exponent (no hex, inf or nan), and a value a double holds. false for any other text, and for
+/// digits past a double's range either way (1e400 would read as infinity, 1e-400 as 0).
+bool parse_number_text(const std::string& text, double& out);
+
 // ---- template definitions
 
 template <class T>

@@ -164,13 +164,7 @@ bool is_yaml_nonfinite(const std::string& t) {
 
 bool read_int64(const YAML::Node& n, int64_t& out) {
   std::string t;
-  if (!plain_scalar(n, t) || !is_decimal_integer(t)) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(t.c_str(), &end, 10);
-  if (errno == ERANGE) return false;
-  out = static_cast<int64_t>(v);
-  return true;
+  return plain_scalar(n, t) && parse_integer_text(t, out);
 }
 
 bool read_bool(const YAML::Node& n, bool& out) {
@@ -182,12 +176,7 @@ bool read_bool(const YAML::Node& n, bool& out) {
 
 bool read_double(const YAML::Node& n, double& out) {
   std::string t;
-  if (!plain_scalar(n, t) || !is_decimal_number(t)) return false;
-  errno = 0;
-  const double v = std::strtod(t.c_str(), nullptr);
-  if (!std::isfinite(v)) return false;  // 1e400 overflows to inf
-  out = v;
-  return true;
+  return plain_scalar(n, t) && parse_number_text(t, out);
 }
 
 bool read_string(const YAML::Node& n, std::string& out) {
@@ -223,6 +212,11 @@ std::string spelling_hint(const YAML::Node& n, const std::string& expected) {
   if (is_yaml_nonfinite(n.Scalar()) && expected.find("number") != std::string::npos) {
     return " (.inf and .nan are refused)";
   }
+  double unused = 0;
+  if (is_decimal_number(n.Scalar()) && !parse_number_text(n.Scalar(), unused) &&
+      expected.find("number") != std::string::npos) {
+    return " (beyond the range of a double: 1e400 would read as infinity, 1e-400 as 0)";
+  }
   return "";
 }
 
@@ -233,6 +227,27 @@ bool hinted(bool ok, const YAML::Node& n, std::string& expected) {
 }
 
 }  // namespace
+
+bool parse_integer_text(const std::string& text, int64_t& out) {
+  if (!is_decimal_integer(text)) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno == ERANGE) return false;
+  out = static_cast<int64_t>(v);
+  return true;
+}
+
+bool parse_number_text(const std::string& text, double& out) {
+  if (!is_decimal_number(text)) return false;
+  // strtod sets ERANGE when the value overflows or underflows (to 0 or a subnormal, C11
+  // 7.22.1.3): either way the number read is not the number written.
+  errno = 0;
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (errno == ERANGE || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
 
 namespace detail {
 

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "hybridlab/config.h"
+
 namespace hybridlab::report {
 namespace {
 
@@ -89,11 +91,14 @@ std::vector<Token> tokenize(const std::string& s) {
   return out;
 }
 
-bool parse_number(const std::string& w, double& out) {
-  if (w.empty()) return false;
-  char* end = nullptr;
-  out = std::strtod(w.c_str(), &end);
-  return end == w.c_str() + w.size() && std::isfinite(out);
+// A number as the configuration reads one (parse_number_text): 1e-400 is refused, not read as 0.
+bool parse_number(const std::string& w, double& out) { return parse_number_text(w, out); }
+
+// Starts like a number: a digit, or a sign or point before one.
+bool looks_numeric(const std::string& w) {
+  size_t i = 0;
+  while (i < w.size() && i < 2 && (w[i] == '-' || w[i] == '+' || w[i] == '.')) ++i;
+  return i < w.size() && std::isdigit(static_cast<unsigned char>(w[i]));
 }
 
 bool parse_length(const std::string& w, int64_t& out) {
@@ -121,7 +126,14 @@ class Parser {
     relation(c);
     const Token& t = peek();
     double num = 0;
-    if (t.kind == Tok::kWord && parse_number(t.text, num) && toks_[pos_ + 1].kind == Tok::kEnd) {
+    const bool last = toks_[pos_ + 1].kind == Tok::kEnd;
+    if (t.kind == Tok::kWord && last && looks_numeric(t.text) && !parse_number(t.text, num)) {
+      throw ClaimError(t.column, fmt::format("'{}' is not a number as the configuration writes "
+                                             "one: decimal, within a double's range (1e-400 would "
+                                             "read as 0, 1e400 as infinity)",
+                                             t.text));
+    }
+    if (t.kind == Tok::kWord && parse_number(t.text, num) && last) {
       c.rhs_is_number = true;
       c.number = num;
       ++pos_;

@@ -102,6 +102,14 @@ TEST_CASE("strict: numbers are finite decimals; .inf and .nan are refused", "[co
                Contains("x.v: expected a finite number"));
   }
   CHECK_THAT(read_error<double>("x: {v: .inf}", "v"), Contains(".inf and .nan are refused"));
+  // Digits past a double's range either way: 1e-400 is not silently 0, nor 1e-320 a subnormal.
+  for (const char* bad : {"1e-400", "1e-320", "-2.5e-999"}) {
+    INFO(bad);
+    CHECK_THAT(read_error<double>(std::string("x: {v: ") + bad + "}", "v"),
+               Contains("x.v: expected a finite number") && Contains("1e-400 as 0"));
+  }
+  CHECK(read_ok<double>("x: {v: 0.0e-400}", "v") == 0.0);
+  CHECK(read_ok<double>("x: {v: 2.3e-308}", "v") == 2.3e-308);
   CHECK_THAT(read_error<std::vector<double>>("x: {v: [0.9, .nan]}", "v"),
              Contains("list of finite numbers"));
 }

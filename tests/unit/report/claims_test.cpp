@@ -130,6 +130,14 @@ TEST_CASE("claims: bad syntax names the column and what was expected", "[report]
   CHECK(e.second == "empty claim");
   e = error_of("AAAA accuracy at 64 ! 3");
   CHECK(e.first == 20);
+  // A number past a double's range is refused, not read as 0 or infinity.
+  for (const char* n : {"1e-400", "1e400", "0x10"}) {
+    e = error_of(std::string("AAAA accuracy at 64 >= ") + n);
+    CHECK(e.first == 23);
+    CHECK(e.second.find(std::string("'") + n + "' is not a number") != std::string::npos);
+  }
+  e = error_of("AAAA accuracy at 64 is within 1e-999 of 0.5");
+  CHECK(e.first == 30);
 }
 
 TEST_CASE("claims: unknown variants, metrics and lengths are named", "[report][claims]") {
