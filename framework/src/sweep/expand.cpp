@@ -1,11 +1,13 @@
 // Sweep expansion, run names and shards.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "config/config_state.h"
 #include "hybridlab/sweep.h"
 
 namespace hybridlab {
@@ -62,11 +64,96 @@ std::string leaves_label(const YAML::Node& v) {
   return s;
 }
 
+// One text per setting, shared by values a reader reads alike: numbers by value (0.001, 1e-3 and
+// 1.0e-3), maps whatever their key order. A quoted scalar is a string, never a number.
+std::string canonical_value(const YAML::Node& v) {
+  if (v.IsScalar()) {
+    const bool quoted = v.Tag() == "!";
+    double d = 0;
+    if (!quoted && parse_number_text(v.Scalar(), d)) return "#" + detail::shortest_double(d);
+    return (quoted ? "'" : "") + v.Scalar();
+  }
+  std::vector<std::string> parts;
+  if (v.IsSequence()) {
+    for (const auto& e : v) parts.push_back(canonical_value(e));
+    return "[" + fmt::format("{}", fmt::join(parts, ",")) + "]";
+  }
+  if (v.IsMap()) {
+    for (const auto& kv : v) parts.push_back(kv.first.Scalar() + ":" + canonical_value(kv.second));
+    std::sort(parts.begin(), parts.end());
+    return "{" + fmt::format("{}", fmt::join(parts, ",")) + "}";
+  }
+  return "~";
+}
+
 bool same_value(const YAML::Node& a, const YAML::Node& b) {
-  YAML::Emitter ea, eb;
-  ea << YAML::Flow << a;
-  eb << YAML::Flow << b;
-  return std::string(ea.c_str()) == eb.c_str();
+  return canonical_value(a) == canonical_value(b);
+}
+
+std::string shown(const YAML::Node& v) {
+  YAML::Emitter em;
+  em << YAML::Flow << v;
+  return em.c_str();
+}
+
+// Keys that name the experiment rather than set a run: varying them repeats identical runs.
+bool names_the_experiment(const std::string& key) {
+  const std::string top = key.substr(0, key.find('.'));
+  return top == "sweep" || top == "name" || top == "extends" || top == "expect";
+}
+
+// Refuses axes that would run the same configuration twice: a key that is not a run setting,
+// train.seed beside `seeds:` (which sets it), and a value (or a zip group's tuple) listed twice
+// (read_sweep_options refuses a repeated seed).
+void check_axes(const SweepOptions& sweep) {
+  const auto check_key = [&](const SweepAxis& a, const char* where) {
+    if (names_the_experiment(a.key)) {
+      throw ConfigError(fmt::format(
+          "{}: sweep.{}: '{}' is not a setting of a run (it names or describes the experiment); "
+          "every variant would run the same configuration",
+          a.where.str(), where, a.key));
+    }
+    if (a.key == "train.seed" && !sweep.seeds.empty()) {
+      throw ConfigError(
+          fmt::format("{}: sweep.{}: 'train.seed' is set by sweep.seeds; list the seeds there only",
+                      a.where.str(), where));
+    }
+  };
+  // Rows: the values of one axis, or the tuples of one zip group.
+  const auto check_rows = [](const std::vector<std::string>& rows,
+                             const std::vector<std::string>& texts, const Location& where,
+                             const std::string& what) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (rows[i] != rows[j]) continue;
+        throw ConfigError(fmt::format(
+            "{}: {} lists the same setting twice ({} and {}, entries {} and {}): both would "
+            "run the same configuration; remove one",
+            where.str(), what, texts[j], texts[i], j + 1, i + 1));
+      }
+    }
+  };
+  for (const auto& [axes, kind] :
+       {std::make_pair(&sweep.grid, "grid"), std::make_pair(&sweep.tune, "tune")}) {
+    for (const SweepAxis& a : *axes) {
+      check_key(a, kind);
+      std::vector<std::string> rows, texts;
+      for (const auto& v : a.values) rows.push_back(canonical_value(v)), texts.push_back(shown(v));
+      check_rows(rows, texts, a.where, fmt::format("sweep.{}: '{}'", kind, a.key));
+    }
+  }
+  for (const auto& group : sweep.zip) {
+    if (group.empty()) continue;
+    std::vector<std::string> rows(group.front().values.size()), texts(rows.size());
+    for (const SweepAxis& a : group) {
+      check_key(a, "zip");
+      for (size_t i = 0; i < rows.size() && i < a.values.size(); ++i) {
+        rows[i] += canonical_value(a.values[i]) + "\n";
+        texts[i] += (texts[i].empty() ? "" : ", ") + a.key + "=" + shown(a.values[i]);
+      }
+    }
+    check_rows(rows, texts, group.front().where, "sweep.zip: a group");
+  }
 }
 
 }  // namespace
@@ -76,6 +163,7 @@ std::string run_name_part(const std::string& key, const std::string& value) {
 }
 
 std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
+  check_axes(sweep);
   // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then tuned axes,
   // then seeds.
   for (const auto& t : sweep.tune) {

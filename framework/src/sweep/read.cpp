@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "config/config_state.h"
 #include "hybridlab/sweep.h"
 
@@ -74,6 +76,9 @@ SweepOptions read_sweep_options(Section s) {
     }
   }
   o.seeds = s.get<std::vector<int64_t>>("seeds", {});
+  const std::set<int64_t> distinct(o.seeds.begin(), o.seeds.end());
+  s.check(distinct.size() == o.seeds.size(), "seeds",
+          "lists a seed twice: both runs would be the same; remove one");
   s.accept("exclude");
   if (s.has("exclude")) {
     YAML::Node ex = s.node()["exclude"];

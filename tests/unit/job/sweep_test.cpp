@@ -166,6 +166,52 @@ TEST_CASE("sweep: a key that is not a config key is reported with the nearest ke
                       Catch::Contains("non-empty list"));
 }
 
+TEST_CASE("sweep: axes that would run one configuration twice are refused at their line",
+          "[job][sweep]") {
+  const std::string head = jobtest::tiny_experiment(
+      "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}", "sweep:\n");
+  const auto lines = std::count(head.begin(), head.end(), '\n');  // `sweep:` is the last line
+  const std::string line = std::to_string(lines + 2);
+  const auto error = [](const std::string& sweep) {
+    try {
+      read("sweep:\n" + sweep);
+    } catch (const ConfigError& err) {
+      return std::string(err.what());
+    }
+    return std::string("<accepted>");
+  };
+  // One learning rate written three ways.
+  CHECK_THAT(error("  grid:\n    train.lr: [0.001, 1e-3, 1.0e-3]\n"),
+             Catch::Contains("exp.yaml:" + line +
+                             ":5: sweep.grid: 'train.lr' lists the same "
+                             "setting twice (0.001 and 1e-3, entries 1 and 2)"));
+  // Maps equal whatever the key order; a zip group's rows.
+  CHECK_THAT(error("  tune:\n    model.attention.position: [{scheme: rope, rope_theta: 100}, "
+                   "{rope_theta: 100.0, scheme: rope}]\n"),
+             Catch::Contains("sweep.tune: 'model.attention.position' lists the same setting"));
+  CHECK_THAT(error("  zip:\n    train.lr: [0.1, 0.1]\n    train.steps: [2, 2]\n"),
+             Catch::Contains("sweep.zip: a group lists the same setting twice"));
+  CHECK_NOTHROW(read("sweep:\n  zip:\n    train.lr: [0.1, 0.1]\n    train.steps: [2, 3]\n"));
+  // train.seed beside seeds, keys that name the experiment, a seed listed twice.
+  CHECK_THAT(error("  tune:\n    train.seed: [0, 1]\n  seeds: [0, 1]\n"),
+             Catch::Contains("exp.yaml:" + line +
+                             ":5: sweep.tune: 'train.seed' is set by "
+                             "sweep.seeds"));
+  CHECK_NOTHROW(read("sweep:\n  tune:\n    train.seed: [0, 1]\n"));
+  CHECK_THAT(error("  tune:\n    sweep.seeds: [[0], [1]]\n"),
+             Catch::Contains("'sweep.seeds' is not a setting of a run"));
+  CHECK_THAT(error("  grid:\n    name: [a, b]\n"),
+             Catch::Contains("'name' is not a setting of a run"));
+  CHECK_THAT(error("  seeds: [0, 1, 0]\n"),
+             Catch::Contains("exp.yaml:" + std::to_string(lines + 1) +
+                             ":3: sweep.seeds: lists a seed twice"));
+  // exclude matches values as the readers read them.
+  const Experiment e = read(
+      "sweep:\n  grid:\n    train.lr: [0.001, 0.01]\n  exclude:\n"
+      "    - {train.lr: 1e-3}\n");
+  CHECK(names(expand_sweep(e.sweep)) == std::vector<std::string>{"lr-0.01"});
+}
+
 TEST_CASE("sweep: claims may name the eval length of any variant, not only the base's",
           "[job][sweep][claims]") {
   // No eval.lengths: each variant evaluates at its own task.seq_len (32 and 64).
