@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
+#include "cli_numbers.h"
 #include "commands.h"
 #include "hybridlab/analysis.h"
 #include "hybridlab/error.h"
@@ -13,6 +15,7 @@
 namespace hybridlab::cli {
 
 void add_analyze_command(CLI::App& app) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   struct Args {
     std::string run_dir;
     AnalyzeOptions opts;
@@ -39,22 +42,27 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", args->opts.quiet, "No progress output");
   cmd->add_option("--lengths", args->opts.lengths,
                   "Eval lengths (tokens) instead of the run's eval.lengths, e.g. --lengths 64,256")
+      ->check(integer_in(1, kMax))
       ->delimiter(',');
   cmd->add_option("--examples", args->opts.examples,
                   "Eval examples per length (default: the run's eval.examples, the same examples "
-                  "as its results)");
+                  "as its results)")
+      ->check(integer_in(1, kMax));
   cmd->add_option("--kinds", args->opts.kinds,
                   "Knock-outs to run, comma-separated: mixer, state_reset, position, reach "
                   "(default: all)")
       ->delimiter(',');
   cmd->add_option("--state-window", args->opts.state_window,
-                  "Tokens between Gated DeltaNet state resets (default: each layer's chunk_size)");
+                  "Tokens between Gated DeltaNet state resets (default: each layer's chunk_size)")
+      ->check(integer_in(1, kMax));
   cmd->add_option("--windows", args->opts.reach_windows,
                   "Attention windows tried for the reach (default: 16,64,256,... below the "
                   "longest length)")
+      ->check(integer_in(1, kMax))
       ->delimiter(',');
   cmd->add_option("--tolerance", args->opts.reach_tolerance,
                   "Damage (primary-metric units) within which a window counts as sufficient")
+      ->check(number_in(0, std::numeric_limits<double>::infinity()))
       ->capture_default_str();
   cmd->add_flag("--no-heads", args->no_heads, "Skip the per-head statistics");
   cmd->add_flag("--no-plots", args->no_plots, "Write the tables only (no gnuplot)");

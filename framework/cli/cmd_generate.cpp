@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <sstream>
 
+#include "cli_numbers.h"
 #include "commands.h"
 #include "hybridlab/error.h"
 #include "hybridlab/generate.h"
@@ -16,6 +19,10 @@
 
 namespace hybridlab::cli {
 namespace {
+
+// Positions of one generation (prompt and new tokens): far past any trained or evaluated length
+// here, and a bound that keeps a pasted or mistyped size from running for days.
+constexpr int64_t kMaxPositions = int64_t{1} << 20;
 
 struct GenerateArgs {
   std::string run_dir;
@@ -26,8 +33,22 @@ struct GenerateArgs {
 };
 
 std::string read_prompt_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw UserError(fmt::format("--prompt-file: '{}' is a folder", path));
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // A device (/dev/zero never ends), a pipe or a socket: reading it could block or never stop.
+    throw UserError(fmt::format(
+        "--prompt-file: '{}' is not a regular file (a device, pipe or socket); give a file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("--prompt-file: cannot read '{}'", path));
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > static_cast<uintmax_t>(kMaxPositions)) {
+    throw UserError(fmt::format("--prompt-file: '{}' is {} bytes; a prompt is at most {} bytes",
+                                path, size, kMaxPositions));
+  }
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
@@ -46,8 +67,8 @@ std::vector<int64_t> parse_token_ids(const std::string& text, const Task& task) 
     }
     if (used != word.size()) {
       throw UserError(fmt::format(
-          "prompt: '{}' is not a token id; task {} takes space-separated integer token ids", word,
-          task.name()));
+          "prompt: '{}' is not a token id; task {} takes space-separated integer token ids",
+          word.size() <= 40 ? word : word.substr(0, 40) + "...", task.name()));
     }
     if (id < 0 || id >= task.vocab_size()) {
       throw UserError(fmt::format("prompt: token id {} is out of range: task {} uses ids [0, {})",
@@ -90,6 +111,16 @@ void run_generate(const GenerateArgs& a) {
     ids = parse_token_ids(text, task);
   }
   if (ids.empty()) throw UserError("the prompt is empty; give at least one token");
+  const int64_t positions = static_cast<int64_t>(ids.size()) + o.max_new_tokens;
+  if (positions > kMaxPositions) {
+    throw UserError(
+        fmt::format("a {}-token prompt and {} new tokens are {} positions; generate "
+                    "takes at most {}",
+                    ids.size(), o.max_new_tokens, positions, kMaxPositions));
+  }
+  if (const std::string p = length_memory_problem(b.exp, positions); !p.empty())
+    throw UserError(fmt::format("--max-new-tokens {} after a {}-token prompt: {}", o.max_new_tokens,
+                                ids.size(), p));
   const torch::Tensor prompt = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1,T]
   const Generation g = generate(*b.model, prompt, o);
 
@@ -127,13 +158,17 @@ void add_generate_command(CLI::App& app) {
       c->add_option("--prompt", a->prompt, "The prompt (text, or token ids for non-byte tasks)");
   c->add_option("--prompt-file", a->prompt_file, "Read the prompt from this file, byte for byte");
   c->add_option("--max-new-tokens,-n", a->opts.max_new_tokens, "Tokens to generate")
+      ->check(integer_in(1, kMaxPositions))
       ->capture_default_str();
   c->add_option("--temperature,-t", a->opts.temperature,
                 "Sampling temperature; 0 = greedy (the most likely token at each step)")
+      ->check(number_in(0, std::numeric_limits<double>::infinity()))
       ->capture_default_str();
   c->add_option("--top-k", a->opts.top_k, "Sample among the k most likely tokens only; 0 = all")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   c->add_option("--seed", a->opts.seed, "Seed of the sampling (the same seed, the same output)")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   c->callback([a, prompt] {
     a->has_prompt = prompt->count() > 0;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_numbers.h"
 #include "commands.h"
 #include "hybridlab/plugin_host.h"
 #include "inspect/position_tables.h"
@@ -94,18 +95,18 @@ void add_inspect_command(CLI::App& app) {
                   "Scheme parameters as key=value, e.g. rope_theta=500000 rope_scaling.type=yarn "
                   "rope_scaling.factor=4");
   pos->add_option("--length", args->length, "Sequence length of the tables")
-      ->check(CLI::Range(1, 1 << 30))
+      ->check(integer_in(1, 1 << 30))
       ->capture_default_str();
   pos->add_option("--heads", args->heads, "Attention heads (n_heads)")
-      ->check(CLI::Range(1, 1 << 30))
+      ->check(integer_in(1, 1 << 30))
       ->capture_default_str();
   pos->add_option("--head-dim", args->head_dim, "Channels per head (default d_model/heads, or 64)")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(integer_in(1, 1 << 30));
   pos->add_option("--d-model", args->d_model, "Model width (default heads*head_dim)")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(integer_in(1, 1 << 30));
   pos->add_option("--train-length", args->train_length,
                   "Training length the scheme is told (default --length)")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(integer_in(1, 1 << 30));
   pos->add_flag("--causal,!--bidirectional", args->causal,
                 "Causal (default) or bidirectional attention");
   pos->add_option("--out", args->out, "Output folder (default inspect_<scheme>)");

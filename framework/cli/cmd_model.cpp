@@ -6,10 +6,13 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_numbers.h"
 #include "commands.h"
+#include "experiment/eval_variants.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
+#include "run/build.h"
 
 namespace hybridlab::cli {
 
@@ -106,8 +109,10 @@ void add_model_command(CLI::App& app) {
       "share, position share, recurrent state size and FLOPs per token at the training length");
   summary->add_option("experiment", args->file, "Experiment YAML file")->required();
   summary->add_option("overrides", args->overrides, "Dotted overrides, e.g. model.d_model=512");
-  summary->add_option("--length", args->length,
-                      "Count FLOPs at this length (default: task.seq_len, else 2048)");
+  summary
+      ->add_option("--length", args->length,
+                   "Count FLOPs at this length (default: task.seq_len, else 2048)")
+      ->check(integer_in(1, int64_t{1} << 40));
   summary->callback([args] {
     Config cfg = load_config_with_overrides(args->file, args->overrides);
     auto opts = read_model_options(cfg.section("model"));
@@ -115,6 +120,16 @@ void add_model_command(CLI::App& app) {
     const ModelBuildContext ctx = lengths_from(cfg);
     auto host = make_plugin_host(cfg);
     auto built = build_model(*opts, *host, ctx);
+    // The eval variants' models, refused here as `run` would refuse them.
+    Config probe = cfg.clone();
+    const std::vector<EvalVariant> variants =
+        read_eval_variants(probe.section("eval").child("variants"));
+    probe.raise_errors();
+    check_eval_variant_models(cfg, variants, *built, [&](const Config& vc) {
+      auto vo = read_model_options(vc.section("model"));
+      vc.raise_errors();
+      return build_model(*vo, *host, lengths_from(vc));
+    });
     const int64_t length =
         args->length > 0 ? args->length : (ctx.train_length > 0 ? ctx.train_length : 2048);
     print_summary(built->summary(length), ctx, std::cout);

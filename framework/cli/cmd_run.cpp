@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
+#include "cli_numbers.h"
 #include "commands.h"
 #include "hybridlab/analysis.h"
 #include "hybridlab/distributed.h"
@@ -22,10 +24,9 @@ namespace hybridlab::cli {
 namespace {
 namespace fs = std::filesystem;
 
-// Counts of processes and hosts: CLI11's PositiveNumber prints DBL_MAX (309 digits) as its bound,
-// so the range is spelled out, with a bound far above any host or job this runs on.
+// Counts of processes and hosts, with a bound far above any host or job this runs on.
 constexpr int64_t kMaxCount = 1024;
-const CLI::Range kCountRange(int64_t{1}, kMaxCount);
+const CLI::Validator kCountRange = integer_in(1, kMaxCount);
 
 struct RunArgs {
   std::string file;
@@ -90,7 +91,7 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
       ->capture_default_str()
       ->group(dp);
   c->add_option("--node-rank", a.launch.node_rank, "This host's index, 0 .. nnodes-1")
-      ->check(CLI::Range(int64_t{0}, kMaxCount - 1))
+      ->check(integer_in(0, kMaxCount - 1))
       ->capture_default_str()
       ->group(dp);
   c->add_option("--master-addr", a.launch.master_addr, "Address of the host of rank 0")
@@ -98,7 +99,7 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
       ->group(dp);
   c->add_option("--master-port", a.launch.master_port,
                 "Port of rank 0's TCPStore (default: a free port on one host, 29500 on several)")
-      ->check(CLI::Range(1, 65535))
+      ->check(integer_in(1, 65535))
       ->group(dp);
 }
 
@@ -246,6 +247,7 @@ void add_run_commands(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   eval->add_option("--lengths", eval_args->lengths,
                    "Eval lengths instead of eval.lengths, e.g. --lengths 256 512 1024")
+      ->check(integer_in(1, std::numeric_limits<int64_t>::max()))
       ->delimiter(',');
   eval->add_option(
       "--variant", eval_args->variants,
@@ -257,7 +259,14 @@ void add_run_commands(CLI::App& app) {
       "The run's own results are left as they are; the variant is stored beside them");
   eval->callback([eval_args] {
     std::vector<EvalVariant> variants;
-    for (const auto& text : eval_args->variants) variants.push_back(parse_eval_variant(text));
+    for (const auto& text : eval_args->variants) {
+      variants.push_back(parse_eval_variant(text));
+      for (size_t i = 0; i + 1 < variants.size(); ++i) {
+        if (variants[i].name == variants.back().name)
+          throw UserError(fmt::format("--variant: '{}' is given twice; name each variant once",
+                                      variants.back().name));
+      }
+    }
     eval_run_folder(eval_args->run_dir, eval_args->lengths, variants);
     fmt::print("wrote {}\n", (fs::path(eval_args->run_dir) / "results.json").string());
   });

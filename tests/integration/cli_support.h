@@ -18,10 +18,13 @@ struct Result {
 };
 
 /// Runs `hybridlab ARGS` through the shell (no plugin folders from the environment, one OpenMP
-/// thread), with stdout and stderr together.
-inline Result cli(const std::string& args) {
-  const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH= OMP_NUM_THREADS=1 '") +
-                          HYBRIDLAB_CLI + "' " + args + " 2>&1";
+/// thread), with stdout and stderr together. `timeout_s` > 0 kills it after that many seconds
+/// (exit code 137), so that a test of a hang fails instead of hanging.
+inline Result cli(const std::string& args, int timeout_s = 0) {
+  const std::string cmd =
+      std::string("HYBRIDLAB_PLUGIN_PATH= OMP_NUM_THREADS=1 ") +
+      (timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : std::string()) + "'" +
+      HYBRIDLAB_CLI + "' " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};

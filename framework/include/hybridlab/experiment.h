@@ -108,8 +108,9 @@ std::string eval_variant_text(const EvalVariant& v);
 
 /// Parses the command-line form `NAME=KEY=VALUE[,KEY=VALUE...]` (a comma inside [] or {}
 /// belongs to its value; values are YAML, e.g. `ntk=model.attention.position.rope_scaling={type:
-/// ntk, factor: 4}`). Throws UserError for a malformed text, an unsafe name or a key that
-/// eval_safe_key() refuses.
+/// ntk, factor: 4}`), each value read as a file's value is (Config::apply_override: no tags, no
+/// duplicate keys). Throws UserError for a malformed text, an unsafe name, a key given twice or
+/// a key that eval_safe_key() refuses; ConfigError for a value a file would refuse.
 EvalVariant parse_eval_variant(const std::string& text);
 
 /// One plot the report draws because the experiment asks for it (`report.plots`): `metric` of
@@ -172,6 +173,11 @@ Experiment read_experiment(Config cfg, bool validate_sweep = true,
 /// The lengths the model must serve: task.seq_len for training, the longest of it and
 /// eval.lengths as the maximum (tokens). `exp.task` must be set.
 ModelBuildContext model_build_context(const Experiment& exp);
+
+/// Why one sequence of `length` tokens cannot be evaluated (or generated) with `exp`'s model on
+/// this machine: "length L needs at least X GiB to evaluate one sequence, this machine has Y" from
+/// a lower bound on weights and activations; "" when it fits or the memory is unknown.
+std::string length_memory_problem(const Experiment& exp, int64_t length);
 
 /// The experiment name for a file: `name:` if set, else the file stem ("quickstart") through
 /// folder_name() (sweep.h). An explicit `name:` must already be a safe folder name (read_experiment

@@ -172,7 +172,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
   const RunFolder folder(run_dir);
   folder_config(folder);  // not a run: say so before taking a lock
   RunLock lock(run_dir);
-  TrainedRun t = load_trained_run(folder, opts.lengths);
+  TrainedRun t = load_trained_run(folder, opts.lengths, opts.examples);
   auto* model = dynamic_cast<HybridModel*>(t.built.model.get());
   if (!model) throw std::logic_error("analyze: the run's model is not a HybridModel");
   Task& task = *t.built.exp.task;
@@ -187,7 +187,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
   res.train_length = longest_train_length(task);
   res.lengths = eval.lengths;
   std::sort(res.lengths.begin(), res.lengths.end());
-  const int64_t examples = opts.examples > 0 ? opts.examples : eval.examples;
+  const int64_t examples = eval.examples;  // --examples, read into eval.examples
   const std::vector<int64_t> windows = reach_windows(opts, res.lengths.back());
   const std::vector<analysis::Knockout> plan =
       analysis::plan_knockouts(*model, opts.kinds, opts.state_window, windows);

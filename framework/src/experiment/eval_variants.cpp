@@ -44,6 +44,15 @@ std::string name_problem(const std::string& name) {
   return "";
 }
 
+// The value of one `KEY=VALUE` of a --variant, read as a command-line override is (and so as a
+// file's value is: no tags, no duplicate keys in a flow map); undefined when it is null.
+YAML::Node variant_value(const std::string& assignment, const std::string& key,
+                         const std::string& origin) {
+  Config c;
+  c.apply_override(assignment, origin);
+  return c.lookup(key);
+}
+
 std::string unsafe_key_message(const std::string& key) {
   return fmt::format(
       "'{}' cannot change after training (it changes the model's parameters or how it was "
@@ -148,12 +157,10 @@ EvalVariant parse_eval_variant(const std::string& text) {
     const std::string key = part.substr(0, at);
     if (!eval_safe_key(key))
       throw UserError("--variant '" + text + "': " + unsafe_key_message(key));
-    YAML::Node value;
-    try {
-      value = YAML::Load(part.substr(at + 1));
-    } catch (const YAML::Exception& e) {
-      throw bad("the value of " + key + " is not YAML (" + e.msg + ")");
+    for (const auto& [k, value] : v.set) {
+      if (k == key) throw bad(key + " is set twice; give each key once");
     }
+    const YAML::Node value = variant_value(part, key, "--variant " + v.name);
     if (!value.IsDefined() || value.IsNull()) throw bad("the value of " + key + " is empty");
     v.set.emplace_back(key, value);
   }

@@ -122,6 +122,23 @@ double physical_memory_bytes() {
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / (1ull << 30)); }
 
+// Lower bounds of a model's size: its parameters, the floats one layer keeps per token, its layer
+// count and vocabulary.
+struct ModelSize {
+  double params, layer_floats, layers, vocab;
+};
+
+ModelSize model_size(const ModelOptions& m) {
+  const double d = static_cast<double>(m.d_model);
+  // (mlp_hidden_size works in int64: keep absurd widths away from its rounding arithmetic)
+  const double hidden =
+      m.d_model < (int64_t{1} << 40) ? static_cast<double>(mlp_hidden_size(m.mlp, m.d_model)) : d;
+  const double layers = static_cast<double>(m.layers.size());
+  const double vocab = static_cast<double>(m.vocab_size);
+  return {vocab * d * (m.tie_embeddings ? 1 : 2) + layers * (4 * d * d + 3 * d * hidden),
+          4 * d + 2 * hidden, layers, vocab};
+}
+
 // Sizes no run can hold are refused here, at the key, rather than by LibTorch mid-run. The
 // figures are lower bounds from the quantities `model summary` reports (parameters; floats kept
 // per token: residual stream, mixer and MLP activations, logits), in float32: parameters with
@@ -141,15 +158,7 @@ void check_sizes(Section root, const Experiment& e) {
   }
   const double memory = physical_memory_bytes();
   if (memory <= 0) return;
-  const ModelOptions& m = *e.model;
-  const double d = static_cast<double>(m.d_model);
-  // (mlp_hidden_size works in int64: keep absurd widths away from its rounding arithmetic)
-  const double hidden =
-      m.d_model < (int64_t{1} << 40) ? static_cast<double>(mlp_hidden_size(m.mlp, m.d_model)) : d;
-  const double layers = static_cast<double>(m.layers.size());
-  const double vocab = static_cast<double>(m.vocab_size);
-  const double params =
-      vocab * d * (m.tie_embeddings ? 1 : 2) + layers * (4 * d * d + 3 * d * hidden);
+  const auto [params, layer_floats, layers, vocab] = model_size(*e.model);
   Section model = root.child("model");
   if (params * 16 > memory) {
     model.error("d_model",
@@ -158,7 +167,6 @@ void check_sizes(Section root, const Experiment& e) {
                             params, gib(params * 16), gib(memory)));
     return;
   }
-  const double layer_floats = 4 * d + 2 * hidden;  // per token, one layer, lower bound
   const int64_t longest = longest_train_length(*e.task);
   const double seq = static_cast<double>(longest);
   const double train_bytes =
@@ -174,13 +182,13 @@ void check_sizes(Section root, const Experiment& e) {
   }
   Section eval = root.child("eval");
   for (int64_t L : e.eval.lengths) {
-    const double eval_bytes =
-        params * 4 + 4 * static_cast<double>(L) * (layer_floats + vocab + layers * 2 * d);
-    if (eval_bytes > memory) {
-      eval.error("lengths",
-                 fmt::format("length {} needs at least {} to evaluate one sequence, this machine "
-                             "has {}; lower it",
-                             L, gib(eval_bytes), gib(memory)));
+    if (const std::string p = length_memory_problem(e, L); !p.empty()) eval.error("lengths", p);
+    // The eval set is made whole before it is batched: its inputs and targets (int64 each).
+    const double set_bytes = 16.0 * static_cast<double>(e.eval.examples) * static_cast<double>(L);
+    if (set_bytes > memory) {
+      eval.error("examples", fmt::format("{} examples of length {} are {} of inputs and targets, "
+                                         "this machine has {}; lower eval.examples",
+                                         e.eval.examples, L, gib(set_bytes), gib(memory)));
     }
   }
 }
@@ -465,6 +473,20 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
     }
   }
   return e;
+}
+
+std::string length_memory_problem(const Experiment& e, int64_t length) {
+  const double memory = physical_memory_bytes();
+  if (memory <= 0 || !e.model) return "";
+  const auto [params, layer_floats, layers, vocab] = model_size(*e.model);
+  const double d = static_cast<double>(e.model->d_model);
+  const double bytes =
+      params * 4 + 4 * static_cast<double>(length) * (layer_floats + vocab + layers * 2 * d);
+  if (bytes <= memory) return "";
+  return fmt::format(
+      "length {} needs at least {} to evaluate one sequence, this machine has {}; "
+      "lower it",
+      length, gib(bytes), gib(memory));
 }
 
 ModelBuildContext model_build_context(const Experiment& exp) {

@@ -55,6 +55,32 @@ BuiltRun build_eval_variant(const BuiltRun& trained, const Config& trained_cfg,
   return vb;
 }
 
+void in_eval_variant(const EvalVariant& v, const std::function<void()>& check) {
+  const auto prefixed = [&](const std::exception& e) {
+    return fmt::format("in eval variant '{}' ({}): {}", v.name, v.where.str(), e.what());
+  };
+  try {
+    check();
+  } catch (const ConfigError& e) {
+    throw ConfigError(prefixed(e));
+  } catch (const PluginError& e) {
+    throw PluginError(prefixed(e));
+  } catch (const DataError& e) {
+    throw DataError(prefixed(e));
+  } catch (const UserError& e) {
+    throw UserError(prefixed(e));
+  }
+}
+
+void check_eval_variant_models(
+    const Config& cfg, const std::vector<EvalVariant>& variants, LanguageModel& trained,
+    const std::function<std::shared_ptr<LanguageModel>(const Config&)>& build) {
+  for (const EvalVariant& v : variants) {
+    in_eval_variant(
+        v, [&] { adopt_trained_weights(trained, *build(eval_variant_config(cfg, v)), v); });
+  }
+}
+
 void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v) {
   torch::NoGradGuard no_grad;
   const auto refuse = [&](const std::string& what) {

@@ -2,6 +2,7 @@
 // Building a run from its config: experiment, plugin host, model on its device, prepared task.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,18 @@ BuiltRun build_eval_variant(const BuiltRun& trained, const Config& trained_cfg,
 /// added, dropped or reshaped.
 void adopt_trained_weights(LanguageModel& trained, LanguageModel& variant, const EvalVariant& v);
 
+/// Runs `check` for eval variant `v`: a ConfigError, PluginError or other UserError it throws is
+/// thrown again, of the same type, as "in eval variant 'NAME' (file:line:col): MESSAGE".
+void in_eval_variant(const EvalVariant& v, const std::function<void()>& check);
+
+/// Builds the model of every variant in `variants` with `build` (given the variant's config,
+/// eval_variant_config of `cfg`) and checks it takes the parameters of `trained`
+/// (adopt_trained_weights), so that `config show` and `model summary` refuse what a run would.
+/// Throws as in_eval_variant, for the first variant that fails.
+void check_eval_variant_models(
+    const Config& cfg, const std::vector<EvalVariant>& variants, LanguageModel& trained,
+    const std::function<std::shared_ptr<LanguageModel>(const Config&)>& build);
+
 /// The source config and identity of a prepared run folder. Throws UserError when the folder has
 /// no source.yaml / run.json (it is not a run).
 std::pair<Config, RunIdentity> folder_config(const RunFolder& folder);
@@ -55,10 +68,12 @@ struct TrainedRun {
 };
 
 /// Rebuilds the run in `folder` the one way every command does (source.yaml, build_run) and
-/// loads its checkpoint; non-empty `lengths` (tokens) replace eval.lengths. The caller holds the
+/// loads its checkpoint; non-empty `lengths` (tokens) replace eval.lengths and `examples` > 0
+/// eval.examples, both read (and refused) as the file's values would be. The caller holds the
 /// run's lock. Throws UserError when the folder is not a run, is not trained to its last step
 /// (naming its state), or holds no checkpoint; and what build_run throws (e.g. a plugin that is
 /// gone).
-TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths = {});
+TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths = {},
+                            int64_t examples = 0);
 
 }  // namespace hybridlab

@@ -21,7 +21,8 @@ std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
           *id};
 }
 
-TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths) {
+TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths,
+                            int64_t examples) {
   auto [cfg, id] = folder_config(folder);
   const RunState state = folder.status().state;
   if (state != RunState::kTrained && state != RunState::kFinished) {
@@ -35,6 +36,8 @@ TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>&
     for (int64_t L : lengths) seq.push_back(L);
     cfg.set("eval.lengths", seq, Location{"command line", 0, 0});
   }
+  // Through the config, so that the eval reader's checks (memory included) apply to them too.
+  if (examples > 0) cfg.set("eval.examples", YAML::Node(examples), Location{"command line", 0, 0});
   BuiltRun b = build_run(cfg, id.config_dir);
   if (load_model_checkpoint(*b.model, folder.dir()) < 0) {
     throw UserError(fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)",

@@ -79,15 +79,7 @@ void write_all(int fd, const std::string& s) {
       // Eval variants are built too, and matched against the trained parameters, so that a
       // mistake in one is refused now rather than after training.
       for (const EvalVariant& ev : b.exp.eval.variants) {
-        try {
-          build_eval_variant(b, vc, ev, config_dir);
-        } catch (const ConfigError& e) {
-          throw ConfigError(
-              fmt::format("in eval variant '{}' ({}): {}", ev.name, ev.where.str(), e.what()));
-        } catch (const PluginError& e) {
-          throw PluginError(
-              fmt::format("in eval variant '{}' ({}): {}", ev.name, ev.where.str(), e.what()));
-        }
+        in_eval_variant(ev, [&] { build_eval_variant(b, vc, ev, config_dir); });
       }
     } catch (const ConfigError& e) {
       kind = 'C', msg = e.what();

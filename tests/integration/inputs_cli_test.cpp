@@ -1,0 +1,155 @@
+// Every way a value enters, through the CLI as a user types it: command-line numbers, eval
+// variants given as --variant and in the file, prompt files and sizes. Each bad input is one
+// error naming where it came from, exit code 2, and nothing written.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli_support.h"
+
+namespace fs = std::filesystem;
+using clitest::cli;
+using clitest::q;
+using clitest::Result;
+using clitest::slurp;
+
+// A named namespace per test file keeps its helpers apart in a unity build.
+namespace inputs_cli_test {
+namespace {
+
+struct Tmp : clitest::TempDir {
+  Tmp() : clitest::TempDir("inputscli") {}
+};
+
+// A tiny RoPE hybrid on 4-pair MQAR at 32 tokens, with `eval_extra` inside its eval map.
+void write_experiment(const fs::path& file, const std::string& eval_extra = "") {
+  std::ofstream(file) << "name: inputs\n"
+                         "model: {d_model: 16, vocab_size: 64, layers: GA,\n"
+                         "        attention: {n_heads: 2, position: {scheme: rope}},\n"
+                         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+                         "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+                         "train: {steps: 2, batch_size: 2, warmup_steps: 1}\n"
+                         "eval: {lengths: [32], examples: 4"
+                      << eval_extra
+                      << "}\n"
+                         "runtime: {threads: 1}\n"
+                         "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+}
+
+// Trains the tiny experiment in `dir` and returns its run folder.
+fs::path trained_run(const fs::path& dir) {
+  write_experiment(dir / "exp.yaml");
+  const Result r =
+      cli("run " + q(dir / "exp.yaml") + " -q --no-report --runs-dir " + q(dir / "runs"));
+  REQUIRE(r.code == 0);
+  return dir / "runs" / "inputs" / "main";
+}
+
+void refused(const std::string& args, const std::string& message) {
+  INFO(args);
+  const Result r = cli(args, 120);  // a hang fails the test, not the suite
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains(message));
+}
+
+}  // namespace
+
+TEST_CASE("cli numbers: each is read as the config reads it, within its range, or refused",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const std::string dir = q(tmp.path);
+  // Digits past int64 were clamped to 9223372036854775807, -1 wrapped to an unsigned seed.
+  refused("eval " + dir + " --lengths 99999999999999999999",
+          "--lengths: '99999999999999999999' is not an integer >= 1");
+  refused("eval " + dir + " --lengths 64,0", "--lengths: '0' is not an integer >= 1");
+  refused("generate " + dir + " --prompt x --seed -1", "--seed: '-1' is not an integer >= 0");
+  refused("generate " + dir + " --prompt x -n 1e9",
+          "--max-new-tokens: '1e9' is not an integer from 1 to 1048576");
+  refused("generate " + dir + " --prompt x --temperature 1e999",
+          "--temperature: '1e999' is not a number >= 0");
+  refused("generate " + dir + " --prompt x --top-k 0x10", "--top-k: '0x10' is not an integer >= 0");
+  write_experiment(tmp.path / "exp.yaml");
+  refused("run " + q(tmp.path / "exp.yaml") + " --jobs 0",
+          "--jobs: '0' is not an integer from 1 to 1024");
+  refused("analyze " + dir + " --examples -5", "--examples: '-5' is not an integer >= 1");
+  refused("analyze " + dir + " --tolerance nan", "--tolerance: 'nan' is not a number >= 0");
+  refused("inspect position --scheme rope --length 99999999999",
+          "--length: '99999999999' is not an integer from 1 to 1073741824");
+  // A pasted megabyte is quoted short.
+  const Result r = cli("eval " + dir + " --lengths " + std::string(5000, '9'));
+  CHECK(r.code == 2);
+  CHECK(r.out.size() < 400);
+}
+
+TEST_CASE("eval --variant: values are read as the file reads them", "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path run = trained_run(tmp.path);
+  const std::string before = slurp(run / "results.json");
+  const std::string e = "eval " + q(run) + " --variant ";
+  refused(e + "'a=model.attention.window=!!str 4'",
+          "--variant a override 'model.attention.window=!!str 4': YAML tag");
+  refused(e + "'a=model.attention.position={scheme: rope, scheme: nope}'", "duplicate key");
+  refused(e + "'a=model.attention.window=4,model.attention.window=8'",
+          "model.attention.window is set twice");
+  refused(e + "a=model.attention.window=4 --variant a=model.attention.window=8",
+          "--variant: 'a' is given twice");
+  // What the variant's plugin reads is checked before anything is evaluated.
+  refused(e + "'a=model.attention.position.rope_scaling={type: ntk, factor: .inf}'",
+          "in eval variant 'a'");
+  refused(e + "'a=model.attention.position.rope_thet=5'", "rope_thet");
+  CHECK(slurp(run / "results.json") == before);
+}
+
+TEST_CASE("config show and model summary refuse the eval variants run would refuse",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path file = tmp.path / "exp.yaml";
+  const auto check = [&](const std::string& variant, const std::string& message) {
+    write_experiment(file, ", variants: {bad: " + variant + "}");
+    refused("config show " + q(file), message);
+    refused("model summary " + q(file), message);
+  };
+  check("{model.attention.position: {scheme: nosuch}}", "unknown positional scheme 'nosuch'");
+  check("{model.attention.position.rope_thet: 5}", "rope_thet");
+  check("{model.attention.position.rope_scaling: {type: ntx, factor: 4}}", "ntx");
+  check("{model.attention.position.rope_scaling: {type: ntk, factor: .inf}}",
+        ".inf and .nan are refused");
+  check("{model.attention.position: {scheme: t5}}", "adds the parameter");
+  // The messages name the variant and its line.
+  write_experiment(file, ", variants: {bad: {model.attention.position: {scheme: nosuch}}}");
+  refused("config show " + q(file), "in eval variant 'bad' (" + file.string() + ":7:");
+  write_experiment(file,
+                   ", variants: {ntk: {model.attention.position.rope_scaling: "
+                   "{type: ntk, factor: 4}}}");
+  CHECK(cli("config show " + q(file)).code == 0);
+  CHECK(cli("model summary " + q(file)).code == 0);
+}
+
+TEST_CASE("generate and analyze: prompts and sizes are bounded, special files refused",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path run = trained_run(tmp.path);
+  const std::string g = "generate " + q(run);
+  refused(g + " --prompt-file " + q(tmp.path),
+          "--prompt-file: '" + tmp.path.string() + "' is a folder");
+  const auto t0 = std::chrono::steady_clock::now();
+  refused(g + " --prompt-file /dev/zero", "'/dev/zero' is not a regular file");
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  std::ofstream(tmp.path / "big.txt") << std::string((1 << 20) + 1, '1');
+  refused(g + " --prompt-file " + q(tmp.path / "big.txt"),
+          "is 1048577 bytes; a prompt is at most 1048576 bytes");
+  refused(g + " --prompt '1 2 3' -n 1048576",
+          "a 3-token prompt and 1048576 new tokens are 1048579 positions; generate takes at most "
+          "1048576");
+  // An eval set that cannot fit in memory: refused as eval.examples would be in the file.
+  refused("analyze " + q(run) + " --examples 100000000",
+          "command line: eval.examples: 100000000 examples of length 32 are");
+  CHECK_FALSE(fs::exists(run / "analysis"));
+}
+
+}  // namespace inputs_cli_test
