@@ -9,6 +9,10 @@
 
 namespace hybridlab {
 
+namespace {
+constexpr double kMaxValueDim = 1099511627776.0;  // 2^40: far past any memory
+}  // namespace
+
 GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
                                                  const GatedDeltaNetOptions* base) {
   GatedDeltaNetOptions o = base ? *base : GatedDeltaNetOptions{};
@@ -38,9 +42,11 @@ GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
   }
   const int64_t dk = o.head_dim > 0 ? o.head_dim : (o.n_heads > 0 ? d_model / o.n_heads : 0);
   const double dv = dk * o.expand_v;
-  s.check(
-      o.expand_v > 0 && dv >= 1 && std::abs(dv - std::round(dv)) < 1e-9, "expand_v",
-      "head_dim * expand_v must be a positive whole number (head_dim " + std::to_string(dk) + ")");
+  // Bounded before it becomes a width: 99999999999999999999 would overflow llround below.
+  s.check(o.expand_v > 0 && dv >= 1 && dv <= kMaxValueDim && std::abs(dv - std::round(dv)) < 1e-9,
+          "expand_v",
+          "head_dim * expand_v must be a whole number from 1 to 2^40 (head_dim " +
+              std::to_string(dk) + ")");
   s.check(o.conv_size >= 1, "conv_size", "must be >= 1 (use use_short_conv: false to disable)");
   s.check(o.chunk_size > 0, "chunk_size", "must be > 0 (64 is the reference value)");
   s.check(o.mode == "chunk" || o.mode == "recurrent", "mode",

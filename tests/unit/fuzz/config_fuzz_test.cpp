@@ -1,5 +1,7 @@
 // A bounded-time fuzzer of the config pipeline: the shipped experiment files, mutated (byte flips,
-// splices, alias bombs, deep nesting, long scalars, huge numbers, tags, quotes, unicode), each
+// splices, alias bombs, deep nesting, long scalars, huge numbers, tags, quotes, unicode, and any
+// one key of the file set to an empty, huge or special-file value; first every key of every
+// shipped file with one value of each such class, then random mutations), each
 // run through what `config show` does (load with `extends`, read_experiment, build the model when
 // it is small, print the resolved config) in a forked child under a memory limit (RLIMIT_AS) and
 // a time limit (alarm). Every case must end either accepted or with a UserError whose message
@@ -7,7 +9,7 @@
 // its input is written to build/fuzz-failures/ to reproduce it.
 //
 // Deterministic: the cases come from a seeded generator. The time budget bounds how many run.
-//   HYBRIDLAB_FUZZ_SECONDS       total budget (default 20; CI runs the default)
+//   HYBRIDLAB_FUZZ_SECONDS       total budget (default 60; CI runs the default)
 //   HYBRIDLAB_FUZZ_SEED          generator seed (default 1)
 //   HYBRIDLAB_FUZZ_CASE_SECONDS  per-case time limit (default 10)
 //   HYBRIDLAB_FUZZ_CASE_MIB      per-case memory above the parent's footprint (default 3072)
@@ -27,6 +29,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <typeinfo>
@@ -107,74 +110,91 @@ std::string nested(Rng& rng, int depth) {
   return s;
 }
 
-const std::vector<std::string> kHostileValues = {"1e308",
-                                                 "-1e308",
-                                                 "1e400",
-                                                 "99999999999999999999",
-                                                 "-9223372036854775808",
-                                                 "9223372036854775807",
-                                                 "1000000000000",
-                                                 "0",
-                                                 "-1",
-                                                 ".inf",
-                                                 "-.inf",
-                                                 ".nan",
-                                                 "0x14",
-                                                 "0o17",
-                                                 "1_000",
-                                                 "\"20\"",
-                                                 "'true'",
-                                                 "yes",
-                                                 "off",
-                                                 "~",
-                                                 "null",
-                                                 "",
-                                                 "!!str 20",
-                                                 "!foo 3",
-                                                 "!!float 1",
-                                                 "[]",
-                                                 "{}",
-                                                 "[1, [2, [3]]]",
-                                                 "{? [a]: 1}",
-                                                 "&x 3",
-                                                 "*x",
-                                                 "*undefined",
-                                                 "\"\\u0000\"",
-                                                 "é",
-                                                 "\"α β\"",
-                                                 "\xff\xfe",
-                                                 "\xe2\x80\xae",
-                                                 "..",
-                                                 ".",
-                                                 "/dev/zero",
-                                                 "/",
-                                                 "-",
-                                                 "?",
-                                                 "|\n  x",
-                                                 ">-",
-                                                 "'",
-                                                 "\"",
-                                                 "[",
-                                                 "{",
-                                                 "#",
-                                                 "@",
-                                                 "`",
-                                                 "%YAML 1.2",
-                                                 "---",
-                                                 "...",
-                                                 "\t",
-                                                 "1e12",
-                                                 "3.5",
-                                                 "-0",
-                                                 "+5",
-                                                 "0.1e-400",
-                                                 "1e-320",
-                                                 "NaN",
-                                                 "Infinity",
-                                                 "true",
-                                                 "false",
-                                                 "GGGA",
-                                                 "AAAAAAAAAAAAAAAA"};
+const std::vector<std::string> kHostileValues = {
+    "1e308", "-1e308", "1e400", "99999999999999999999", "-9223372036854775808",
+    "9223372036854775807", "1000000000000", "0", "-1", ".inf", "-.inf", ".nan", "0x14", "0o17",
+    "1_000", "\"20\"", "'true'", "yes", "off", "~", "null", "", "!!str 20", "!foo 3", "!!float 1",
+    "[]", "{}", "[1, [2, [3]]]", "{? [a]: 1}", "&x 3", "*x", "*undefined", "\"\\u0000\"", "é",
+    "\"α β\"", "\xff\xfe", "\xe2\x80\xae", "..", ".", "/dev/zero", "/", "-", "?", "|\n  x", ">-",
+    "'", "\"", "[", "{", "#", "@", "`", "%YAML 1.2", "---", "...", "\t", "1e12", "3.5", "-0", "+5",
+    "0.1e-400", "1e-320", "NaN", "Infinity", "true", "false", "GGGA", "AAAAAAAAAAAAAAAA",
+    // empty values of every type
+    "\"\"", "''", "\" \"",
+    // special files where a path is read
+    "/dev/null", "/dev/stdin", "/proc/self/mem", "/proc", "/tmp", "/nonexistent/x.so",
+    "/dev/zero/x.so",
+    // huge values
+    "1e18", "4294967296", "2147483648", "[1e18]", "[99999999999999999999]"};
+
+// Every dotted path to a scalar in `n` (where a hostile value replaces one key's value).
+void leaf_paths(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) {
+      if (kv.first.IsScalar())
+        leaf_paths(kv.second, prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar(),
+                   out);
+    }
+  } else if (!prefix.empty()) {
+    out.push_back(prefix);
+  }
+}
+
+// `t` with the value at dotted `path` replaced by `value` (YAML text), as `config show
+// PATH=VALUE` would set it; `t` as is when it is not YAML.
+std::string set_key(const std::string& t, const std::string& path, const std::string& value) {
+  try {
+    YAML::Node root = YAML::Load(t);
+    YAML::Node cur = root;
+    size_t at = 0;
+    for (size_t dot; (dot = path.find('.', at)) != std::string::npos; at = dot + 1) {
+      YAML::Node next = cur[path.substr(at, dot - at)];
+      cur.reset(next);
+    }
+    cur[path.substr(at)] = YAML::Load(value);
+    YAML::Emitter em;
+    em << root;
+    return em.c_str();
+  } catch (const std::exception&) {
+    return t;
+  }
+}
+
+std::vector<std::string> leaf_paths_of(const std::string& t) {
+  std::vector<std::string> paths;
+  try {
+    leaf_paths(YAML::Load(t), "", paths);
+  } catch (const std::exception&) {
+  }
+  return paths;
+}
+
+// One random key of the file set to a random hostile value.
+std::string set_one_key(Rng& rng, const std::string& t) {
+  const std::vector<std::string> paths = leaf_paths_of(t);
+  if (paths.empty()) return t;
+  return set_key(t, paths[pick(rng, paths.size())],
+                 kHostileValues[pick(rng, kHostileValues.size())]);
+}
+
+// One value of each class a reader must refuse or bound, tried on every key of every shipped file
+// before the random cases: an empty string (an empty task.name crashed `config show`), a NUL,
+// negative, zero, past int64, past a double's range, special files, empty collections.
+const std::vector<std::string> kValueClasses = {
+    "\"\"",   "\"\\u0000\"", "-1",   "0",  "99999999999999999999",
+    "1e-400", "/dev/zero",   "/tmp", "[]", "{}"};
+
+// Every (file, key, value class) case, each key path once over the corpus.
+std::vector<std::string> per_key_cases(const std::vector<std::string>& corpus) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const std::string& text : corpus) {
+    for (const std::string& path : leaf_paths_of(text)) {
+      if (!seen.insert(path).second) continue;
+      for (const std::string& v : kValueClasses) out.push_back(set_key(text, path, v));
+    }
+  }
+  return out;
+}
 
 std::string random_unicode(Rng& rng) {
   static const std::vector<std::string> pieces = {
@@ -190,7 +210,7 @@ std::string mutate(Rng& rng, const std::string& base, const std::vector<std::str
   std::string t = base;
   const int rounds = 1 + static_cast<int>(pick(rng, 3));
   for (int r = 0; r < rounds; ++r) {
-    switch (pick(rng, 12)) {
+    switch (pick(rng, 14)) {
       case 0: {  // byte flips
         const size_t n = 1 + pick(rng, 4);
         for (size_t i = 0; i < n && !t.empty(); ++i)
@@ -259,6 +279,10 @@ std::string mutate(Rng& rng, const std::string& base, const std::vector<std::str
         t = t.substr(0, pick(rng, t.size() + 1));
         break;
       }
+      case 12:
+      case 13:  // one key set to a hostile value
+        t = set_one_key(rng, t);
+        break;
       default: {  // indentation damage
         const size_t at = pick(rng, t.size() + 1);
         t.insert(at, std::string(1 + pick(rng, 6), rng() % 2 ? ' ' : '\t'));
@@ -362,7 +386,7 @@ CaseResult run_case(const std::string& path, const std::string& dir, int case_se
 }  // namespace
 
 TEST_CASE("fuzz: mutated experiment files fail cleanly, never crash or hang", "[fuzz]") {
-  const double budget = env_number("HYBRIDLAB_FUZZ_SECONDS", 20);
+  const double budget = env_number("HYBRIDLAB_FUZZ_SECONDS", 60);
   const auto seed = static_cast<uint64_t>(env_number("HYBRIDLAB_FUZZ_SEED", 1));
   const int case_seconds = static_cast<int>(env_number("HYBRIDLAB_FUZZ_CASE_SECONDS", 10));
   const size_t memory =
@@ -391,8 +415,12 @@ TEST_CASE("fuzz: mutated experiment files fail cleanly, never crash or hang", "[
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  const std::vector<std::string> systematic = per_key_cases(corpus);
   while (elapsed() < budget) {
-    const std::string text = mutate(rng, corpus[pick(rng, corpus.size())], corpus);
+    const size_t i = static_cast<size_t>(cases);
+    const std::string text = i < systematic.size()
+                                 ? systematic[i]
+                                 : mutate(rng, corpus[pick(rng, corpus.size())], corpus);
     const fs::path path = dir / ("case_" + std::to_string(cases) + ".yaml");
     std::ofstream(path, std::ios::binary) << text;
     const CaseResult r = run_case(path.string(), dir.string(), case_seconds, memory);
@@ -409,8 +437,8 @@ TEST_CASE("fuzz: mutated experiment files fail cleanly, never crash or hang", "[
   }
   fs::remove_all(dir);
   std::ostringstream summary;
-  summary << "fuzz: seed " << seed << ", " << cases << " cases in " << elapsed() << " s ("
-          << cases / std::max(elapsed(), 1e-9) << "/s):";
+  summary << "fuzz: seed " << seed << ", " << cases << " cases (" << systematic.size()
+          << " per key) in " << elapsed() << " s (" << cases / std::max(elapsed(), 1e-9) << "/s):";
   for (const auto& [k, n] : counts) summary << " " << k << " " << n;
   std::cout << summary.str() << "\n";
   INFO(summary.str());

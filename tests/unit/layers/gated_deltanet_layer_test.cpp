@@ -128,3 +128,16 @@ TEST_CASE("GDN layer: causal (a future token changes no earlier output)", "[gdn]
 }
 
 }  // namespace gated_deltanet_layer_test
+
+TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]") {
+  // head_dim 32 * 99999999999999999999 would overflow the width's llround (found by the fuzz
+  // harness's per-key cases: "GatedDeltaNet: bad head layout" from LibTorch).
+  for (const char* v : {"99999999999999999999", "1e13"}) {
+    INFO(v);
+    Config cfg = Config::parse(std::string("g: {n_heads: 2, expand_v: ") + v + "}\n", "g.yaml");
+    read_gated_deltanet_options(cfg.section("g"), 64, nullptr);
+    REQUIRE(cfg.errors().size() == 1u);
+    CHECK_THAT(cfg.errors()[0], Catch::Contains("g.yaml:1:17: g.expand_v: head_dim * expand_v "
+                                                "must be a whole number from 1 to 2^40"));
+  }
+}
