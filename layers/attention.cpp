@@ -11,6 +11,7 @@
 #include "layers/attention_tiled.h"
 #include "layers/gated_deltanet_kernels.h"
 #include "layers/linear_cpu.h"
+#include "layers/position_hooks.h"
 
 namespace hybridlab {
 
@@ -188,7 +189,8 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     cache->v = v.narrow(2, v.size(2) - keep, keep);
     cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
   }
-  if (active_hooks() & kHookRotate) std::tie(q, k) = scheme_->rotate(q, k, positions, k_pos);
+  if (active_hooks() & kHookRotate)
+    std::tie(q, k) = checked_rotate(*scheme_, q, k, positions, k_pos);
 
   torch::Tensor o = attend(q, k, v, positions, k_pos, opts_.block_size);  // [B,H,T,Dh]
   o = o.transpose(1, 2);                                                  // [B,T,H,Dh]
@@ -292,11 +294,15 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
             : torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
                             (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
     if (hooks & kHookRelative) {
-      scores = scores + scheme_->relative_logits(qb, qpb, kpb).to(scores.scalar_type());
+      scores = scores + checked_relative_logits(*scheme_, qb, qpb, kpb, scores.scalar_type())
+                            .to(scores.scalar_type());
     }
     scores = scores * scale;
     if (hooks & kHookLogitBias) {
-      scores = scores + scheme_->logit_bias(qpb, kpb).to(scores.scalar_type()).unsqueeze(0);
+      scores = scores + checked_logit_bias(*scheme_, qpb, kpb, n_heads_, q.scalar_type(),
+                                           scores.scalar_type(), q.device())
+                            .to(scores.scalar_type())
+                            .unsqueeze(0);
     }
     if (visible.defined()) {
       scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
@@ -307,7 +313,8 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
                            ? matmul_cpu(probs, vb, /*trans_b=*/false)
                            : torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
     if (hooks & kHookRelative) {
-      const torch::Tensor rv = scheme_->relative_values(probs, qpb, kpb);
+      const torch::Tensor rv =
+          checked_relative_values(*scheme_, probs, qpb, kpb, head_dim_, q.scalar_type());
       if (rv.defined()) ob = ob + rv.to(ob.scalar_type());
     }
     outs.push_back(ob.to(q.scalar_type()));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "layers/linear_cpu.h"
+#include "layers/position_hooks.h"
 
 namespace hybridlab {
 
@@ -97,6 +98,14 @@ torch::Tensor hidden_mask(const Geometry& g, const torch::Tensor& qp, const torc
   return visible.logical_not().unsqueeze(1).expand({bq, g.G, bk}).reshape({bq * g.G, bk});
 }
 
+// The logit bias of one tile, checked against the tile's queries `like` ([H,bq,bk], their dtype
+// and device).
+torch::Tensor tile_bias(const Geometry& g, PositionScheme& scheme, const torch::Tensor& qp,
+                        const torch::Tensor& kp, const torch::Tensor& like) {
+  return checked_logit_bias(scheme, qp, kp, g.H, like.scalar_type(), like.scalar_type(),
+                            like.device());
+}
+
 // Logits of one tile: (Q Kᵀ + relative_logits)·scale + bias, hidden pairs −∞. Qi [B·Hkv, bq·G,
 // Dh], Kj [B·Hkv, bk, Dh]; bias [H,bq,bk] or undefined. Differentiable when grad mode is on.
 torch::Tensor tile_logits(const Geometry& g, PositionScheme* scheme, const torch::Tensor& Qi,
@@ -107,7 +116,8 @@ torch::Tensor tile_logits(const Geometry& g, PositionScheme* scheme, const torch
   torch::Tensor s = matmul_cpu_applies(Qi, Kj, true) ? matmul_cpu(Qi, Kj, /*trans_b=*/true)
                                                      : at::bmm(Qi, Kj.transpose(1, 2));
   if (g.hooks & kHookRelative) {
-    const torch::Tensor rel = scheme->relative_logits(from_rows(Qi, g, bq), qp, kp);  // [B,H,bq,bk]
+    const torch::Tensor rel =
+        checked_relative_logits(*scheme, from_rows(Qi, g, bq), qp, kp, s.scalar_type());
     s = s + to_rows(rel.to(s.scalar_type()), g);
   }
   s.mul_(g.scale);
@@ -152,7 +162,7 @@ ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const tor
       if (kind == TileKind::kEmpty) continue;
       const torch::Tensor kp = k_pos.narrow(0, j0, bk);
       const torch::Tensor bias =
-          (g.hooks & kHookLogitBias) ? scheme->logit_bias(qp, kp) : torch::Tensor();
+          (g.hooks & kHookLogitBias) ? tile_bias(g, *scheme, qp, kp, Qi) : torch::Tensor();
       torch::Tensor p = tile_logits(g, scheme, Qi, kr.narrow(1, j0, bk), qp, kp, kind, bias);
       const torch::Tensor m_new = torch::max(m, p.amax(-1));
       const torch::Tensor alpha = (m - m_new).exp_();  // rescales what earlier tiles summed
@@ -161,7 +171,8 @@ ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const tor
       bmm_add_(acc.mul_(alpha.unsqueeze(-1)), p, vr.narrow(1, j0, bk));
       if (g.hooks & kHookRelative) {
         // Σ_j P̃_ij a^V_ij is linear in P̃, so it rescales with the accumulator.
-        const torch::Tensor rv = scheme->relative_values(from_rows(p, g, bq), qp, kp);
+        const torch::Tensor rv =
+            checked_relative_values(*scheme, from_rows(p, g, bq), qp, kp, g.Dh, p.scalar_type());
         if (rv.defined()) acc.add_(to_rows(rv.to(acc.scalar_type()), g));
       }
       m = m_new;
@@ -215,7 +226,7 @@ void fast_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
       torch::Tensor bias;
       if (g.hooks & kHookLogitBias) {
         torch::AutoGradMode grad_mode(bias_grads);
-        bias = scheme->logit_bias(qp, kp);
+        bias = tile_bias(g, *scheme, qp, kp, Qi);
       }
       torch::Tensor p =
           tile_logits(g, scheme, Qi, Kj, qp, kp, kind, bias.defined() ? bias.detach() : bias);
@@ -259,13 +270,14 @@ void generic_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
                               s.vr.narrow(1, j0, bk).detach().requires_grad_()};
       inputs.insert(inputs.end(), params.begin(), params.end());
       const torch::Tensor bias =
-          (g.hooks & kHookLogitBias) ? scheme->logit_bias(qp, kp) : torch::Tensor();
+          (g.hooks & kHookLogitBias) ? tile_bias(g, *scheme, qp, kp, inputs[0]) : torch::Tensor();
       const torch::Tensor p = (tile_logits(g, scheme, inputs[0], inputs[1], qp, kp, kind, bias) -
                                s.lse.narrow(1, i0 * g.G, rows).unsqueeze(-1))
                                   .exp();
       torch::Tensor out = at::bmm(p, inputs[2]);
       if (g.hooks & kHookRelative) {
-        const torch::Tensor rv = scheme->relative_values(from_rows(p, g, bq), qp, kp);
+        const torch::Tensor rv =
+            checked_relative_values(*scheme, from_rows(p, g, bq), qp, kp, g.Dh, p.scalar_type());
         if (rv.defined()) out = out + to_rows(rv.to(out.scalar_type()), g);
       }
       const torch::Tensor objective = (dor.narrow(1, i0 * g.G, rows) * out).sum() -

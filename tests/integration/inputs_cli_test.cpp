@@ -92,7 +92,8 @@ TEST_CASE("eval --variant: values are read as the file reads them", "[integratio
   const std::string before = slurp(run / "results.json");
   const std::string e = "eval " + q(run) + " --variant ";
   refused(e + "'a=model.attention.window=!!str 4'",
-          "--variant a override 'model.attention.window=!!str 4': YAML tag");
+          "--variant a override 'model.attention.window=!!str 4'");
+  refused(e + "'a=model.attention.window=!!str 4'", "YAML tag 'tag:yaml.org,2002:str'");
   refused(e + "'a=model.attention.position={scheme: rope, scheme: nope}'", "duplicate key");
   refused(e + "'a=model.attention.window=4,model.attention.window=8'",
           "model.attention.window is set twice");
@@ -100,7 +101,7 @@ TEST_CASE("eval --variant: values are read as the file reads them", "[integratio
           "--variant: 'a' is given twice");
   // What the variant's plugin reads is checked before anything is evaluated.
   refused(e + "'a=model.attention.position.rope_scaling={type: ntk, factor: .inf}'",
-          "in eval variant 'a'");
+          "--variant a: model.attention.position.rope_scaling.factor: expected a finite number");
   refused(e + "'a=model.attention.position.rope_thet=5'", "rope_thet");
   CHECK(slurp(run / "results.json") == before);
 }

@@ -303,7 +303,7 @@ TEST_CASE("runs cli: a segfaulting plugin fails its variant only and plugins lis
                           "/test-fixtures/segfaulting' --path '" HYBRIDLAB_TEST_PLUGIN_DIR "'");
   INFO(list.out);
   CHECK(list.code == 0);
-  CHECK_THAT(list.out, Catch::Contains("crashed: segfaulting"));
+  CHECK_THAT(list.out, Catch::Contains("crashed: plugin '") && Catch::Contains("segfaulting.so'"));
   CHECK_THAT(list.out, Catch::Contains("Segmentation fault"));
   CHECK_THAT(list.out, Catch::Contains("rope"));
 }

@@ -30,6 +30,16 @@ class PluginError : public UserError {
   ~PluginError() override;
 };
 
+/// Plugin code crashed (a signal), did not return within its time limit, or threw something that
+/// is not a std::exception, in the supervised child that ran it first (plugin/supervised.h). The
+/// message names the plugin's file, what it was doing and what happened. This process is intact:
+/// a sweep records the variant as failed and goes on.
+class PluginCrashed : public PluginError {
+ public:
+  using PluginError::PluginError;
+  ~PluginCrashed() override;
+};
+
 /// Data cannot supply what was asked (missing or empty corpus, eval length past a document).
 class DataError : public UserError {
  public:

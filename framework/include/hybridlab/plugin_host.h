@@ -39,20 +39,33 @@ class PluginHost {
   /// The folders searched, in order (existing or not).
   std::vector<std::string> search_path() const;
 
-  /// Scans every folder in the search path for plugins and loads them. Files without the
-  /// hybridlab plugin symbol are skipped. Throws PluginError for an unreadable folder, a plugin
-  /// whose ABI does not match (both versions named), or two plugins with one name (both paths).
-  /// Idempotent.
+  /// Scans every folder in the search path for plugins and loads them, each library's code run
+  /// first in a supervised child (its load, its record, a scheme with default settings) under
+  /// HYBRIDLAB_PLUGIN_TIMEOUT seconds (default 60). Files without the hybridlab plugin symbol are
+  /// skipped; plugins whose code crashed or hung there are set aside (broken_plugins()). Throws
+  /// PluginError for an unreadable folder, a plugin whose ABI does not match (both versions
+  /// named) or whose record is broken, or two plugins with one name (both paths). Idempotent.
   void discover();
 
-  /// The plugins found by discover(), sorted by name. `probe_hooks` builds each scheme with
-  /// default settings to learn its hooks (a scheme that cannot be built so reports 0).
-  std::vector<PluginRecord> plugins(bool probe_hooks = false);
+  /// The plugins found by discover(), sorted by name, each with the hooks of a scheme built with
+  /// default settings in its supervised first load (0 when that scheme cannot be built so).
+  std::vector<PluginRecord> plugins();
+
+  /// The plugins discover() found but could not use because their code crashed (a signal), did
+  /// not return within its time limit or threw something that is not a std::exception in the
+  /// supervised child that ran it first: "plugin 'FILE': killed by signal 11 (Segmentation
+  /// fault) while STAGE". Commands that do not need them go on without them.
+  std::vector<std::string> broken_plugins();
 
   /// Builds the scheme `name_or_path` with `params` (its YAML keys besides `scheme`) and `ctx`.
-  /// Throws PluginError naming the available schemes when the name is unknown, for a file that is
-  /// not a hybridlab plugin, or when the factory throws (its message included); ConfigError for
-  /// bad or unknown params (after the factory ran, all at once).
+  /// Each distinct (plugin, settings, context) is built first in a supervised child, where each
+  /// hook the scheme declares is called once at a small shape and its output checked. Throws
+  /// PluginError naming the available schemes when the name is unknown, for a file that is not a
+  /// hybridlab plugin (at the scheme's file:line), when the factory throws (its message
+  /// included), or for a hook that fails or returns the wrong shape, dtype or device (the hook,
+  /// expected and got); PluginCrashed when the plugin's code crashed, hung or threw something
+  /// that is not a std::exception in the child (its file, what it was doing, the signal or the
+  /// time limit); ConfigError for bad or unknown params (after the factory ran, all at once).
   std::shared_ptr<PositionScheme> create(const std::string& name_or_path, Section& params,
                                          const PositionContext& ctx);
 
@@ -60,7 +73,8 @@ class PluginHost {
   /// are not hybridlab plugins.
   std::vector<std::string> skipped_files();
 
-  /// Loads and checks one plugin file; returns its record. Throws PluginError as above.
+  /// Loads and checks one plugin file; returns its record. Throws PluginError and PluginCrashed
+  /// as above.
   PluginRecord load_file(const std::string& path);
 
   /// The default plugin folder of this installation: <dir of the

@@ -5,6 +5,7 @@
 #include "hybridlab/error.h"
 #include "layers/attention.h"
 #include "layers/linear_cpu.h"
+#include "layers/position_hooks.h"
 
 namespace hybridlab {
 
@@ -142,7 +143,7 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
   const torch::Tensor positions = torch::arange(
       start, start + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = embedding(tokens);
-  if (input_position && !no_input_position_) x = input_position->embed(x, positions);
+  if (input_position && !no_input_position_) x = checked_embed(*input_position, x, positions);
   auto* hc = static_cast<HybridCache*>(cache);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr);

@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "plugin/library_registry.h"
+#include "plugin/probe.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -133,6 +134,7 @@ struct PluginHost::Impl {
   std::map<std::string, LoadedPlugin> by_name;
   std::map<std::string, std::string> name_by_file;  // canonical file -> scheme name
   std::vector<std::string> skipped;                 // "file: why" for .so files not loaded
+  std::vector<std::string> broken;  // plugins whose code crashed or hung in its supervised child
 
   LoadedPlugin& load(const std::string& path);
   void scan_folder(const std::string& dir, bool must_exist);
@@ -152,37 +154,22 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   if (const std::string why = not_a_plugin_reason(file); !why.empty()) {
     throw PluginError("'" + file + "' is not a hybridlab plugin: " + why);
   }
+  // Its code runs first in a supervised child: a crash, a hang or a broken record there is an
+  // error here (PluginCrashed, PluginError), never this process's end.
+  const detail::ProbedLibrary probed = detail::probe_library(file);
+  if (!probed.refusal.empty()) throw PluginError(probed.refusal);
   std::shared_ptr<boost::dll::shared_library> lib;
   try {
     lib = detail::load_library_for_process_lifetime(file);
   } catch (const std::exception& e) {
     throw PluginError("cannot load plugin '" + file + "': " + e.what());
   }
-
-  // The ABI record is plain C data: check it before anything else of the plugin is called.
-  const PluginInfo& info = lib->get_alias<const PluginInfo>(kInfoAlias);
-  const PluginInfo host = host_plugin_info();
-  if (info.api_version != host.api_version) {
-    throw PluginError("plugin '" + file + "' was built for hybridlab plugin API version " +
-                      std::to_string(info.api_version) + ", this hybridlab has version " +
-                      std::to_string(host.api_version) +
-                      ": rebuild the plugin against this hybridlab");
-  }
-  if (std::string(info.torch_version) != host.torch_version) {
-    throw PluginError("plugin '" + file + "' was built against LibTorch " + info.torch_version +
-                      ", this hybridlab runs LibTorch " + host.torch_version +
-                      ": rebuild the plugin against the same LibTorch");
-  }
-  if (info.cxx11_abi != host.cxx11_abi) {
-    throw PluginError("plugin '" + file + "' was built with _GLIBCXX_USE_CXX11_ABI=" +
-                      std::to_string(info.cxx11_abi) + ", this hybridlab with " +
-                      std::to_string(host.cxx11_abi) + ": rebuild the plugin with the same flag");
-  }
   LoadedPlugin p;
-  p.record.name = info.name;
-  p.record.version = info.version;
-  p.record.description = info.description;
+  p.record.name = probed.name;
+  p.record.version = probed.version;
+  p.record.description = probed.description;
   p.record.file = file;
+  p.record.hooks = probed.hooks;
   p.lib = lib;
   if (auto it = by_name.find(p.record.name); it != by_name.end()) {
     throw PluginError("two plugins are named '" + p.record.name + "': " + it->second.record.file +
@@ -230,7 +217,11 @@ void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
       skipped.push_back(f.string() + " (" + why + ")");
       continue;
     }
-    load(f.string());
+    try {
+      load(f.string());
+    } catch (const PluginCrashed& e) {
+      broken.push_back(e.what());  // commands that do not need it go on
+    }
   }
 }
 
@@ -290,36 +281,16 @@ std::vector<std::string> PluginHost::skipped_files() {
 
 PluginRecord PluginHost::load_file(const std::string& path) { return impl_->load(path).record; }
 
-namespace {
-PositionContext probe_context() {
-  PositionContext ctx;
-  ctx.d_model = 64;
-  ctx.n_heads = 4;
-  ctx.n_kv_heads = 4;
-  ctx.head_dim = 16;
-  ctx.train_length = 128;
-  ctx.max_length = 128;
-  ctx.layer_index = 0;
-  return ctx;
-}
-}  // namespace
-
-std::vector<PluginRecord> PluginHost::plugins(bool probe_hooks) {
+std::vector<PluginRecord> PluginHost::plugins() {
   discover();
   std::vector<PluginRecord> out;
-  for (auto& [name, p] : impl_->by_name) {
-    if (probe_hooks) {
-      try {
-        Config empty;
-        Section params = empty.root();
-        p.record.hooks = create(p.record.file, params, probe_context())->hooks();
-      } catch (const std::exception&) {
-        p.record.hooks = 0;
-      }
-    }
-    out.push_back(p.record);
-  }
+  for (auto& [name, p] : impl_->by_name) out.push_back(p.record);
   return out;
+}
+
+std::vector<std::string> PluginHost::broken_plugins() {
+  discover();
+  return impl_->broken;
 }
 
 std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_path, Section& params,
@@ -330,8 +301,11 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
       plugin = &impl_->load(name_or_path);
     } catch (const PluginError& e) {
       const Location where = params.location("scheme");
-      throw PluginError(where.line > 0 ? where.str() + ": " + params.path() + ".scheme: " + e.what()
-                                       : e.what());
+      if (where.line <= 0) throw;
+      const std::string msg = where.str() + ": " + params.path() + ".scheme: " + e.what();
+      // A crash stays a crash: a sweep records it against its variants and goes on.
+      if (dynamic_cast<const PluginCrashed*>(&e)) throw PluginCrashed(msg);
+      throw PluginError(msg);
     }
   } else {
     discover();
@@ -344,12 +318,15 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
           params.location("scheme").str() + ": unknown positional scheme '" + name_or_path + "'" +
           (near.empty() ? "" : "; did you mean '" + near + "'?") + " (available: " +
           (names.empty() ? "none" : join(names, ", ")) + "; searched: " + join(search_path(), ":") +
-          (impl_->skipped.empty() ? "" : "; skipped: " + join(impl_->skipped, ", ")) + ")");
+          (impl_->skipped.empty() ? "" : "; skipped: " + join(impl_->skipped, ", ")) +
+          (impl_->broken.empty() ? "" : "; broken: " + join(impl_->broken, "; ")) + ")");
     }
     plugin = &it->second;
   }
   params.accept("scheme");
   auto& factory = plugin->lib->get_alias<PositionFactory>(kFactoryAlias);
+  // These settings at this shape built once in a supervised child, its hooks called there.
+  detail::probe_factory(plugin->record.name, plugin->record.file, factory, params, ctx);
   std::shared_ptr<PositionScheme> made;
   try {
     made = factory(params, ctx);
@@ -370,7 +347,8 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
   } catch (...) {
     params.config().raise_errors();
     throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
-                      ") failed to build the scheme: unknown exception");
+                      ") failed to build the scheme: it threw an exception that is not a "
+                      "std::exception");
   }
   params.done();
   if (!made) {

@@ -65,7 +65,8 @@ void write_all(int fd, const std::string& s) {
 }
 
 // The child: builds groups [first, end) in order; "B g" before each, "O g" after, or
-// "E <kind> g <bytes>\n<message>" and stop.
+// "E <kind> g <bytes>\n<message>" and stop. A plugin whose code crashed in its own supervised
+// child (PluginCrashed) is that group's crash: "K g <bytes>\n<message>", then the next group.
 [[noreturn]] void check_in_child(int fd, const Config& cfg, const std::vector<Variant>& variants,
                                  const SweepOptions& sweep, const std::string& config_dir,
                                  const std::vector<Group>& groups, size_t first) {
@@ -81,6 +82,9 @@ void write_all(int fd, const std::string& s) {
       for (const EvalVariant& ev : b.exp.eval.variants) {
         in_eval_variant(ev, [&] { build_eval_variant(b, vc, ev, config_dir); });
       }
+    } catch (const PluginCrashed& e) {
+      write_all(fd, fmt::format("K {} {}\n", g, std::string(e.what()).size()) + e.what());
+      continue;
     } catch (const ConfigError& e) {
       kind = 'C', msg = e.what();
     } catch (const PluginError& e) {
@@ -177,6 +181,15 @@ std::map<std::string, std::string> preflight_variants(const Config& cfg,
         current = std::stol(line.substr(2));
       } else if (tag == 'O') {
         next = static_cast<size_t>(std::stol(line.substr(2))) + 1;
+        current = -1;
+      } else if (tag == 'K') {
+        size_t g = 0, len = 0;
+        std::sscanf(line.c_str(), "K %zu %zu", &g, &len);
+        const std::string msg = report.substr(at, len);
+        at += len;
+        for (size_t m : groups[g].members)
+          crashed[variants[m].name] = "crashed while building its model: " + msg;
+        next = g + 1;
         current = -1;
       } else if (tag == 'E') {
         char kind = 0;

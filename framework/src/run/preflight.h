@@ -14,10 +14,12 @@ namespace hybridlab {
 /// differ only in train/sweep keys share one build) in a forked child, so that a bad scheme,
 /// table size, device or corpus is one clear error before any run folder is written, and a build
 /// that crashes the process (a plugin factory's segfault) cannot take the sweep down.
-/// Returns run name -> "crashed while building its model: killed by signal ... (positional
-/// schemes: ...)" for every variant of a build that crashed; the check goes on with the next
-/// build. Throws the first build's ConfigError / PluginError / DataError / UserError, prefixed
-/// with "run '<name>': " when there are several variants.
+/// Returns run name -> "crashed while building its model: plugin 'FILE': killed by signal ...
+/// while STAGE" for every variant of a build whose plugin code crashed or hung in its supervised
+/// child (plugin_host.h), or "...: killed by signal ... (positional schemes: ...)" when the build
+/// itself crashed; the check goes on with the next build. Throws the first build's ConfigError /
+/// PluginError / DataError / UserError, prefixed with "run '<name>': " when there are several
+/// variants.
 std::map<std::string, std::string> preflight_variants(const Config& cfg,
                                                       const std::vector<Variant>& variants,
                                                       const SweepOptions& sweep,

@@ -6,5 +6,6 @@ namespace hybridlab {
 UserError::~UserError() = default;
 ConfigError::~ConfigError() = default;
 PluginError::~PluginError() = default;
+PluginCrashed::~PluginCrashed() = default;
 DataError::~DataError() = default;
 }  // namespace hybridlab

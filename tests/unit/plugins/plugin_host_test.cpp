@@ -49,7 +49,7 @@ std::shared_ptr<PositionScheme> build(PluginHost& host, const std::string& schem
 
 TEST_CASE("the host discovers nope in the plugin folder and builds it", "[plugins]") {
   PluginHost host(test::test_plugin_dirs());
-  const auto records = host.plugins(true);
+  const auto records = host.plugins();
   auto it = std::find_if(records.begin(), records.end(), [](auto& r) { return r.name == "nope"; });
   REQUIRE(it != records.end());
   CHECK(it->version == "1.0");

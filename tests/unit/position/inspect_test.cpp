@@ -148,7 +148,7 @@ TEST_CASE("inspect: bad scheme keys exit with code 2 and name the key", "[positi
 TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   PluginHost host(test_plugin_dirs());
   std::map<std::string, uint32_t> hooks;
-  for (const auto& r : host.plugins(/*probe_hooks=*/true)) hooks[r.name] = r.hooks;
+  for (const auto& r : host.plugins()) hooks[r.name] = r.hooks;
   REQUIRE(hooks.at("sinusoidal") == kHookEmbed);
   REQUIRE(hooks.at("learned") == kHookEmbed);
   REQUIRE(hooks.at("shaw") == kHookRelative);

@@ -1,0 +1,37 @@
+#pragma once
+// A plugin's code run first in a supervised child (plugin/supervised.h): its library loaded and
+// its record read there, then each distinct scheme built and its hooks called there, before this
+// process runs any of it.
+
+#include <cstdint>
+#include <string>
+
+#include "hybridlab/position.h"
+
+namespace hybridlab::detail {
+
+/// What the child learned about a library.
+struct ProbedLibrary {
+  std::string name, version, description;
+  uint32_t hooks = 0;   ///< of a scheme built with default settings (0 when that throws)
+  std::string refusal;  ///< why this host must not load it (ABI, record): a PluginError message
+};
+
+/// Loads `file` (canonical path) in a supervised child and reads its record there (no null or
+/// overlong strings, the host's plugin API, LibTorch version and C++ ABI flag), then builds a
+/// scheme with default settings at a small shape and asks its hooks. Remembered per file for the
+/// life of the process. Throws PluginCrashed naming the file and the stage (loading the library,
+/// reading its record, its factory, its hooks) when the child is killed by a signal, does not
+/// return within plugin_time_limit() or throws something that is not a std::exception.
+ProbedLibrary probe_library(const std::string& file);
+
+/// Builds the scheme `factory(params, ctx)` of plugin `name` (`file`) in a supervised child and
+/// calls each hook it declares once at a small shape (T = 8, or its max_length), checking the
+/// outputs (layers/position_hooks.h). Remembered per (file, settings, context). Throws
+/// PluginCrashed as probe_library does, and PluginError naming the scheme, the hook, what it
+/// should have returned and what it returned, for a hook that fails or returns a wrong tensor.
+/// What the factory itself throws is left to the caller's own call, which throws it again.
+void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
+                   Section& params, const PositionContext& ctx);
+
+}  // namespace hybridlab::detail
