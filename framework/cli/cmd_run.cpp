@@ -173,7 +173,8 @@ void do_run(const RunArgs& a, bool train_only) {
   req.quiet = a.quiet;
   req.train_only = train_only;
   if (a.launch.nproc_per_node > 0) launch(a, req);
-  install_stop_handlers();
+  // A rank is started with its peers by a launcher that forwards its stop: one stop per rank.
+  install_stop_handlers(!read_distributed_env().active());
   try {
     const SweepOutcome out = run_experiment(req);
     bool analysis_failed = false;
@@ -291,7 +292,7 @@ void add_run_commands(CLI::App& app) {
   folder->add_flag("--quiet,-q", folder_args->quiet, "No progress output");
   folder->add_option("--threads", folder_args->threads, "Overrides runtime.threads");
   folder->callback([folder_args] {
-    install_stop_handlers();
+    install_stop_handlers(/*second_signal_exits=*/false);  // see install_stop_handlers
     const FolderArgs& a = *folder_args;
     const auto lock = a.lock_fd >= 0 ? std::make_unique<RunLock>(RunLock::adopt(a.lock_fd, a.dir))
                                      : std::make_unique<RunLock>(a.dir);

@@ -235,6 +235,34 @@ TEST_CASE("runs cli: one writer per run and killing the parent stops its child",
   CHECK(fs::exists(run / "checkpoint" / "state.pt"));
 }
 
+TEST_CASE("runs cli: SIGTERM or SIGINT to the parent and its child together checkpoints and stops",
+          "[runs][cli]") {
+  // What SLURM, systemd and `timeout` do: signal every process of the job at once. The parent
+  // also forwards its own SIGTERM, so the child sees two; both are one stop request.
+  for (const int sig : {SIGTERM, SIGINT}) {
+    INFO("signal " << sig);
+    Tmp tmp;
+    const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+    // Steps long enough (batch 256) that the forwarded signal arrives while the child trains.
+    write_experiment(exp, "",
+                     "{steps: 100000, batch_size: 256, warmup_steps: 1, checkpoint_every: 0}");
+    const fs::path run = runs / "tiny" / "main";
+    const pid_t parent =
+        spawn({"run", exp.string(), "--runs-dir", runs.string(), "--quiet"}, tmp.path / "log");
+    REQUIRE(eventually([&] { return status_of(run)["state"] == "running"; }));
+    const long child = status_of(run).value("pid", 0L);
+    REQUIRE(child > 0);
+    REQUIRE(eventually([&] { return fs::exists(run / "metrics.jsonl"); }));
+    ::kill(static_cast<pid_t>(child), sig);
+    ::kill(parent, sig);
+    CHECK(wait_exit(parent) == 130);
+    INFO(slurp(tmp.path / "log"));
+    CHECK(eventually([&] { return lock_free(run); }));
+    CHECK(status_of(run)["state"] == "interrupted");
+    CHECK(fs::exists(run / "checkpoint" / "state.pt"));
+  }
+}
+
 TEST_CASE("runs cli: a full disk while checkpointing is a recorded error, no temp left",
           "[runs][cli]") {
   Tmp tmp;

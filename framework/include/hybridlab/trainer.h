@@ -36,8 +36,13 @@ class TrainingDiverged : public UserError {
   ~TrainingDiverged() override;
 };
 
-/// Installs SIGINT/SIGTERM handlers that set stop_requested() (a second Ctrl-C exits at once).
-void install_stop_handlers();
+/// Installs SIGINT/SIGTERM handlers that set stop_requested(): training checkpoints at the next
+/// step and throws Interrupted. With `second_signal_exits`, a second signal exits at once (code
+/// 128 + signal: a second Ctrl-C at a terminal). A process started by another hybridlab process
+/// (a sweep's run, a data-parallel rank) passes false: a cluster signals the parent and the child
+/// together (SLURM, systemd, timeout) and the parent forwards its own, so two signals are one
+/// stop request there, and only SIGKILL ends it before its checkpoint.
+void install_stop_handlers(bool second_signal_exits = true);
 /// Whether a stop was requested (also settable by tests).
 std::atomic<bool>& stop_requested();
 

@@ -207,8 +207,11 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
       if (!o.quiet) fmt::print("{}: finished in {:.0f} s\n", c.job->name, secs);
       return;
     }
+    // 130 is a stop with its checkpoint; 128 + SIGINT/SIGTERM (or death by them) a stop before
+    // it: either way the run resumes from its last checkpoint, nothing failed.
     const bool interrupted =
-        (WIFEXITED(status) && WEXITSTATUS(status) == 130) ||
+        (WIFEXITED(status) &&
+         (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 128 + SIGTERM)) ||
         (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM));
     if (interrupted) {
       ++n.out.interrupted;

@@ -36,9 +36,11 @@ std::atomic<bool>& stop_requested() {
 
 namespace {
 
+std::atomic<bool> second_signal_exits{true};
+
 void on_stop_signal(int sig) {
-  // A second Ctrl-C while the checkpoint is written exits at once.
-  if (stop_requested().exchange(true)) _exit(128 + sig);
+  // A second Ctrl-C while the checkpoint is written exits at once (where the caller wants it).
+  if (stop_requested().exchange(true) && second_signal_exits.load()) _exit(128 + sig);
 }
 
 std::string checkpoint_path(const std::string& run_dir) {
@@ -157,7 +159,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 }  // namespace
 
-void install_stop_handlers() {
+void install_stop_handlers(bool second_exits) {
+  second_signal_exits.store(second_exits);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
