@@ -154,3 +154,28 @@ TEST_CASE("generate and analyze: prompts and sizes are bounded, special files re
 }
 
 }  // namespace inputs_cli_test
+
+namespace inputs_cli_test {
+
+TEST_CASE("a run folder whose source.yaml was edited fails cleanly, naming the files",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path run = trained_run(tmp.path);
+  // Another width than the checkpoint's: LibTorch would load the tensors and fail in a forward.
+  std::string source = slurp(run / "source.yaml");
+  const std::string from = "d_model: 16";
+  REQUIRE(source.find(from) != std::string::npos);
+  source.replace(source.find(from), from.size(), "d_model: 32");
+  std::ofstream(run / "source.yaml") << source;
+  const std::string results = slurp(run / "results.json");
+  const std::string message = "checkpoint " + (run / "checkpoint" / "state.pt").string() +
+                              " does not fit the model built from " +
+                              (run / "source.yaml").string() + ": '";
+  refused("eval " + q(run), message);
+  refused("generate " + q(run) + " --prompt '1 2'", message);
+  refused("analyze " + q(run) + " --no-plots", message);
+  CHECK(slurp(run / "results.json") == results);
+  CHECK_FALSE(fs::exists(run / "analysis"));
+}
+
+}  // namespace inputs_cli_test

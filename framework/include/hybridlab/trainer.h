@@ -91,7 +91,11 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
 
 /// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent. Throws
 /// UserError ("checkpoint <path> is unreadable (...)") for a damaged or foreign file; train()
-/// does the same when it resumes.
-int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir);
+/// does the same when it resumes. A checkpoint whose parameters are not the model's (a name
+/// missing, another shape: LibTorch's loader would replace the tensor silently) is a UserError
+/// naming the checkpoint, the parameter, both shapes and `model_origin` (what the model was built
+/// from; default run_dir/source.yaml), never a LibTorch error later in a forward.
+int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
+                              const std::string& model_origin = "");
 
 }  // namespace hybridlab

@@ -40,7 +40,7 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
 }
 
 // train.init_from: the trained weights of another run start this one.
-void init_weights_from(LanguageModel& model, const std::string& from) {
+void init_weights_from(LanguageModel& model, const std::string& from, const RunFolder& to) {
   const RunFolder src(from);
   const RunState state = src.status().state;
   if (state != RunState::kTrained && state != RunState::kFinished) {
@@ -51,7 +51,9 @@ void init_weights_from(LanguageModel& model, const std::string& from) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& p : model.named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
   try {
-    if (load_model_checkpoint(model, from) < 0)
+    const std::string origin =
+        fmt::format("{} (train.init_from)", (fs::path(to.dir()) / "source.yaml").string());
+    if (load_model_checkpoint(model, from, origin) < 0)
       throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
     for (const auto& p : model.named_parameters(true)) {
       if (p.value().sizes().vec() != shapes[p.key()]) {
@@ -184,7 +186,7 @@ void start_weights(const RunFolder& folder, BuiltRun& b) {
   std::string from = b.exp.train.init_from;
   for (size_t at = from.find("{seed}"); at != std::string::npos; at = from.find("{seed}"))
     from.replace(at, 6, std::to_string(b.exp.train.seed));
-  init_weights_from(*b.model, from);
+  init_weights_from(*b.model, from, folder);
 }
 
 TrainSummary train_run(const RunFolder& folder, BuiltRun& b, const ExecuteOptions& opts) {

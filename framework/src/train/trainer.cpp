@@ -6,6 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -178,14 +180,36 @@ double learning_rate(const TrainOptions& o, int64_t step) {
   return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir) {
+int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
+                              const std::string& model_origin) {
   const std::string path = checkpoint_path(run_dir);
   if (!fs::exists(path)) return -1;
+  const std::string origin =
+      model_origin.empty() ? (fs::path(run_dir) / "source.yaml").string() : model_origin;
+  const auto unfit = [&](const std::string& why) {
+    return UserError(
+        fmt::format("checkpoint {} does not fit the model built from {}: {}", path, origin, why));
+  };
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model.named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
   int64_t step_value = -1;
   read_checkpoint(path, [&](torch::serialize::InputArchive& top) {
     torch::serialize::InputArchive m;
     top.read("model", m);
-    model.load(m);
+    try {
+      model.load(m);
+    } catch (const c10::Error& e) {
+      const std::string why = e.what_without_backtrace();
+      throw unfit(why.substr(0, why.find('\n')));
+    }
+    // LibTorch's loader replaces a parameter of another shape without a word: compare after it.
+    for (const auto& p : model.named_parameters(true)) {
+      if (p.value().sizes().vec() != shapes[p.key()]) {
+        throw unfit(fmt::format("'{}' is {} in the checkpoint, {} in the model", p.key(),
+                                fmt::join(p.value().sizes(), "×"),
+                                fmt::join(shapes[p.key()], "×")));
+      }
+    }
     torch::Tensor step;
     top.read("step", step);
     step_value = step.item<int64_t>();

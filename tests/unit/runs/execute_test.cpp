@@ -181,7 +181,9 @@ TEST_CASE("execute: train.init_from starts a run from another run's trained weig
   std::string wide = runstest::tiny_yaml(from);
   wide.replace(wide.find("d_model: 16"), 11, "d_model: 32");
   const RunFolder c = runstest::prepare_main(c_dir.path, wide);
-  CHECK_THROWS_WITH(execute_run_folder(c, quiet()), Catch::Contains("do not fit this model"));
+  CHECK_THROWS_WITH(execute_run_folder(c, quiet()),
+                    Catch::Contains("does not fit the model built from") &&
+                        Catch::Contains("main/source.yaml (train.init_from)"));
 }
 
 }  // namespace execute_test
