@@ -25,16 +25,6 @@
 namespace hybridlab::detail {
 namespace {
 
-void write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 // "S <len>\n<stage>" before each stage; at the end "R <len>\n<payload>" or "F <len>\n<failure>".
 std::string frame(char tag, const std::string& text) {
   return fmt::format("{} {}\n", tag, text.size()) + text;
@@ -105,24 +95,37 @@ void parse(const std::string& report, Supervised& s) {
 
 }  // namespace
 
-Supervised run_supervised(const std::function<std::string(const StageFn&)>& body,
-                          double timeout_s) {
-  int fds[2];
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+pid_t fork_with_pipe(int fds[2], const char* what) {
   if (::pipe(fds) != 0)
-    throw PluginError(fmt::format("cannot start a plugin check: {}", std::strerror(errno)));
+    throw UserError(fmt::format("cannot start {}: {}", what, std::strerror(errno)));
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
   if (pid < 0) {
+    const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    throw PluginError(fmt::format("cannot start a plugin check: {}", std::strerror(errno)));
+    throw UserError(fmt::format("cannot start {}: {}", what, std::strerror(err)));
   }
-  if (pid == 0) {
-    ::close(fds[0]);
-    child(fds[1], body);
-  }
-  ::close(fds[1]);
+  ::close(pid == 0 ? fds[0] : fds[1]);
+  return pid;
+}
+
+Supervised run_supervised(const std::function<std::string(const StageFn&)>& body,
+                          double timeout_s) {
+  int fds[2];
+  const pid_t pid = fork_with_pipe(fds, "a plugin check");
+  if (pid == 0) child(fds[1], body);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeout_s));

@@ -2,6 +2,8 @@
 // Plugin code run first in a forked child under a time limit, so that a plugin that crashes,
 // hangs or throws something foreign costs this process an error message, not its life.
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 
@@ -23,8 +25,16 @@ using StageFn = std::function<void(const std::string&)>;
 /// Runs `body` in a forked child (crash signals at their default action, one intra-op thread) and
 /// waits at most `timeout_s` seconds (then kills it with SIGKILL). The child's stdout and stderr
 /// stay this process's. Nothing the body changes reaches this process except its returned text.
-/// Throws PluginError when no child can be started (fork or pipe failed).
+/// Throws UserError when no child can be started (fork or pipe failed).
 Supervised run_supervised(const std::function<std::string(const StageFn&)>& body, double timeout_s);
+
+/// Forks a child joined to this process by a pipe, stdout and stderr flushed first: returns 0 in
+/// the child (which writes to `fds[1]`; `fds[0]` is closed there) and the child's pid here (which
+/// reads `fds[0]`; `fds[1]` is closed here). Throws UserError "cannot start WHAT: reason".
+pid_t fork_with_pipe(int fds[2], const char* what);
+
+/// Writes all of `s` to `fd` (retrying short writes and EINTR); gives up on an error.
+void write_all(int fd, const std::string& s);
 
 /// The time limit of each supervised plugin call, in seconds: HYBRIDLAB_PLUGIN_TIMEOUT (a number
 /// > 0, read as the config reads numbers), else 60. Throws UserError for a malformed value.

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 
+#include "plugin/supervised.h"
 #include "run/build.h"
 
 namespace hybridlab {
@@ -54,16 +55,6 @@ void collect_schemes(const YAML::Node& n, std::set<std::string>& out) {
   }
 }
 
-void write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 // The child: builds groups [first, end) in order; "B g" before each, "O g" after, or
 // "E <kind> g <bytes>\n<message>" and stop. A plugin whose code crashed in its own supervised
 // child (PluginCrashed) is that group's crash: "K g <bytes>\n<message>", then the next group.
@@ -71,7 +62,7 @@ void write_all(int fd, const std::string& s) {
                                  const SweepOptions& sweep, const std::string& config_dir,
                                  const std::vector<Group>& groups, size_t first) {
   for (size_t g = first; g < groups.size(); ++g) {
-    write_all(fd, fmt::format("B {}\n", g));
+    detail::write_all(fd, fmt::format("B {}\n", g));
     char kind = 0;
     std::string msg;
     try {
@@ -83,7 +74,7 @@ void write_all(int fd, const std::string& s) {
         in_eval_variant(ev, [&] { build_eval_variant(b, vc, ev, config_dir); });
       }
     } catch (const PluginCrashed& e) {
-      write_all(fd, fmt::format("K {} {}\n", g, std::string(e.what()).size()) + e.what());
+      detail::write_all(fd, fmt::format("K {} {}\n", g, std::string(e.what()).size()) + e.what());
       continue;
     } catch (const ConfigError& e) {
       kind = 'C', msg = e.what();
@@ -97,12 +88,12 @@ void write_all(int fd, const std::string& s) {
       kind = 'U', msg = std::string("cannot build the model: ") + e.what();
     }
     if (kind) {
-      write_all(fd, fmt::format("E {} {} {}\n", kind, g, msg.size()) + msg);
+      detail::write_all(fd, fmt::format("E {} {} {}\n", kind, g, msg.size()) + msg);
       std::fflush(stdout);
       std::fflush(stderr);
       ::_exit(0);
     }
-    write_all(fd, fmt::format("O {}\n", g));
+    detail::write_all(fd, fmt::format("O {}\n", g));
   }
   std::fflush(stdout);
   std::fflush(stderr);
@@ -138,24 +129,13 @@ std::map<std::string, std::string> preflight_variants(const Config& cfg,
   size_t next = 0;
   while (next < groups.size()) {
     int fds[2];
-    if (::pipe(fds) != 0)
-      throw UserError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      throw UserError(fmt::format("cannot start the pre-flight check: {}", std::strerror(errno)));
-    }
+    const pid_t pid = detail::fork_with_pipe(fds, "the pre-flight check");
     if (pid == 0) {
-      ::close(fds[0]);
       // A crash must end this child: handlers inherited from the parent (a test framework's, a
       // library's) would otherwise catch it and let the child run on.
       for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
       check_in_child(fds[1], cfg, variants, sweep, config_dir, groups, next);
     }
-    ::close(fds[1]);
     std::string report;
     char buf[4096];
     for (;;) {
