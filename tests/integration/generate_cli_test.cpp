@@ -148,8 +148,10 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
   bad("generate " + q(run), "give the prompt: --prompt TEXT or --prompt-file FILE");
   bad("generate " + q(run) + " --prompt x --prompt-file " + q(tmp.path / "prompt.txt"), "not both");
   bad("generate " + q(run) + " --prompt-file " + q(tmp.path / "missing.txt"), "cannot read");
-  bad("generate " + q(run) + " --prompt x -n 0", "--max-new-tokens: '0' is not an integer from 1 to 1048576");
-  bad("generate " + q(run) + " --prompt x --temperature -1", "--temperature: '-1' is not a number >= 0");
+  bad("generate " + q(run) + " --prompt x -n 0",
+      "--max-new-tokens: '0' is not an integer from 1 to 1048576");
+  bad("generate " + q(run) + " --prompt x --temperature -1",
+      "--temperature: '-1' is not a number >= 0");
   // 120 prompt bytes + 9 new ones need 129 positions; the learned table has 128.
   bad("generate " + q(run) + " --prompt " + std::string(120, 'a') + " -n 9",
       "'learned' positional scheme encodes at most 128");

@@ -51,8 +51,6 @@ inline std::unique_ptr<PluginHost> test_host() {
 
 /// Every scheme the test plugin folder provides (whatever the positional-scheme work has built
 /// so far; at least nope), with its hooks probed at default settings.
-inline std::vector<PluginRecord> discovered_schemes(PluginHost& host) {
-  return host.plugins();
-}
+inline std::vector<PluginRecord> discovered_schemes(PluginHost& host) { return host.plugins(); }
 
 }  // namespace hybridlab::test
