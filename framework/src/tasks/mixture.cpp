@@ -128,11 +128,13 @@ std::shared_ptr<Task> read_mixture(Section& task, const TaskType& type, const Ta
                                    "order, as Zoology's unshuffled epochs)",
                                    order));
   }
-  opts.cycle_steps = mix.get<int64_t>("cycle_steps", 0);
   if (opts.order == MixtureOrder::kInOrder) {
+    opts.cycle_steps = mix.get<int64_t>("cycle_steps", 0);
     mix.check(opts.cycle_steps >= 1, "cycle_steps",
               "must be >= 1 with order: in_order (the steps of one pass over the settings)");
   } else {
+    // Not read here, so the resolved config (config show) does not gain a default that a
+    // second read would refuse.
     mix.check(!mix.has("cycle_steps"), "cycle_steps",
               "is read only with order: in_order (random order draws a setting every step)");
   }
