@@ -337,3 +337,26 @@ TEST_CASE("runs cli: a segfaulting plugin fails its variant only and plugins lis
 }
 
 }  // namespace runs_cli_test
+
+namespace runs_cli_test {
+
+TEST_CASE("runs cli: a train.init_from that cannot start the run is refused before any write",
+          "[runs][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+  const auto refused = [&](const std::string& from, const std::string& why) {
+    write_experiment(exp, "",
+                     "{steps: 2, batch_size: 4, warmup_steps: 0, init_from: '" + from + "'}");
+    const Result r = cli("run " + q(exp) + " --runs-dir " + q(runs));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("tiny.yaml:") && Catch::Contains("train.init_from") &&
+                          Catch::Contains(why));
+    CHECK_FALSE(fs::exists(runs / "tiny"));
+  };
+  refused((tmp.path / "nowhere").string(), "does not exist");
+  refused(exp.string(), "is a file, not a run folder");
+  refused(tmp.path.string(), "is not a run folder");
+}
+
+}  // namespace runs_cli_test

@@ -46,6 +46,10 @@ struct TrainOptions {
   /// 2023). Relative paths are against the experiment file's folder; "{seed}" stands for
   /// train.seed (each seed continues its own run). The optimizer starts fresh.
   std::string init_from;
+  /// Whether init_from may name a run whose model has parameters this one lacks (e.g. GA -> G, a
+  /// learned position table into a RoPE model): they are dropped. Refused when false, so that
+  /// no trained weight is lost without being asked for.
+  bool init_from_partial = false;
 };
 
 /// One `eval.variants` entry: the trained weights evaluated with some settings changed (e.g. a

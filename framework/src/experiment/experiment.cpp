@@ -46,6 +46,7 @@ TrainOptions read_train_options(Section s) {
   o.checkpoint_every = s.get<int64_t>("checkpoint_every", o.checkpoint_every);
   o.log_every = s.get<int64_t>("log_every", o.log_every);
   o.init_from = s.get<std::string>("init_from", "");
+  o.init_from_partial = s.get<bool>("init_from_partial", false);
   s.check(o.steps >= 1, "steps", "must be >= 1");
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.lr > 0, "lr", "must be > 0");

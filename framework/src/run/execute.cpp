@@ -14,6 +14,7 @@
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
 #include "run/build.h"
+#include "run/init_from.h"
 #include "run/variants.h"
 
 namespace hybridlab {
@@ -37,37 +38,6 @@ RunResults results_of(const RunIdentity& id, const BuiltRun& b) {
   r.chance = b.exp.task->chance_levels();
   r.tuned = id.tuned;
   return r;
-}
-
-// train.init_from: the trained weights of another run start this one.
-void init_weights_from(LanguageModel& model, const std::string& from, const RunFolder& to) {
-  const RunFolder src(from);
-  const RunState state = src.status().state;
-  if (state != RunState::kTrained && state != RunState::kFinished) {
-    throw UserError(fmt::format("train.init_from: '{}' is {}, not a trained run; train it first",
-                                from, run_state_name(state)));
-  }
-  // LibTorch's loader replaces a parameter of another shape without a word: compare after it.
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const auto& p : model.named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
-  try {
-    const std::string origin =
-        fmt::format("{} (train.init_from)", (fs::path(to.dir()) / "source.yaml").string());
-    if (load_model_checkpoint(model, from, origin) < 0)
-      throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
-    for (const auto& p : model.named_parameters(true)) {
-      if (p.value().sizes().vec() != shapes[p.key()]) {
-        throw UserError(fmt::format(
-            "train.init_from: the weights of '{}' do not fit this model ('{}' is {} there, {} "
-            "here)",
-            from, p.key(), fmt::join(p.value().sizes(), "×"), fmt::join(shapes[p.key()], "×")));
-      }
-    }
-  } catch (const c10::Error& e) {
-    const std::string why = e.what_without_backtrace();
-    throw UserError(fmt::format("train.init_from: the weights of '{}' do not fit this model ({})",
-                                from, why.substr(0, why.find('\n'))));
-  }
 }
 
 // Evaluates each of `variants` on the weights of `trained` (built from `cfg`); with `group`, every
@@ -183,10 +153,8 @@ bool lists_variants(const Config& cfg) {
 // Starts a run that has no checkpoint from train.init_from, if set.
 void start_weights(const RunFolder& folder, BuiltRun& b) {
   if (b.exp.train.init_from.empty() || fs::exists(folder.checkpoint_path())) return;
-  std::string from = b.exp.train.init_from;
-  for (size_t at = from.find("{seed}"); at != std::string::npos; at = from.find("{seed}"))
-    from.replace(at, 6, std::to_string(b.exp.train.seed));
-  init_weights_from(*b.model, from, folder);
+  // source.yaml holds the path made absolute (run_source_yaml).
+  init_weights_from(*b.model, init_from_folder(b.exp.train, fs::current_path().string()), folder);
 }
 
 TrainSummary train_run(const RunFolder& folder, BuiltRun& b, const ExecuteOptions& opts) {

@@ -8,6 +8,7 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
 #include "hybridlab/runtime.h"
+#include "run/init_from.h"
 #include "run/preflight.h"
 #include "run/scheduler.h"
 #include "util/atomic_file.h"
@@ -114,6 +115,23 @@ void refuse_jobs(const RunRequest& req, int64_t world_size) {
       req.jobs, world_size));
 }
 
+// The train.init_from source of every run that will start afresh, checked before anything is
+// written (a run with a checkpoint resumes from it; a finished run is skipped).
+void check_init_sources(const Config& cfg, const std::vector<Variant>& mine,
+                        const SweepOptions& sweep, const fs::path& exp_dir,
+                        const std::string& config_dir) {
+  for (const auto& v : mine) {
+    const RunFolder f((exp_dir / v.name).string());
+    if (f.status().state == RunState::kFinished || fs::exists(f.checkpoint_path())) continue;
+    try {
+      check_init_from(variant_config(cfg, v, sweep), config_dir);
+    } catch (const ConfigError& e) {
+      if (mine.size() == 1) throw;
+      throw ConfigError(fmt::format("run '{}': {}", v.name, e.what()));
+    }
+  }
+}
+
 }  // namespace
 
 void check_data_parallel(const RunRequest& req, int64_t world_size) {
@@ -154,7 +172,10 @@ SweepOutcome run_experiment(const RunRequest& req) {
   const bool writer = denv.rank == 0;
 
   std::map<std::string, std::string> crashed;
-  if (req.only.empty() && writer) crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
+  if (req.only.empty() && writer) {
+    crashed = preflight_variants(cfg, mine, exp.sweep, config_dir);
+    check_init_sources(cfg, mine, exp.sweep, exp_dir, config_dir);
+  }
   if (writer) {
     ensure_writable(exp_dir);
     write_expectations(exp_dir.string(), exp.expect);
