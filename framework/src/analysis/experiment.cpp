@@ -88,8 +88,8 @@ ExperimentAnalysis analyze_experiment(const std::string& experiment_dir, const A
     const fs::path log_dir = todo[i] / "analysis";
     std::error_code ec;
     fs::create_directories(log_dir, ec);
-    const int log =
-        ::open((log_dir / "log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int log = ::open((log_dir / "log.txt").c_str(),
+                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     const pid_t pid = start_child_process(analyze_command(exe, todo[i].string(), opts),
                                           environment_with({}), [&] {
                                             if (log >= 0) {

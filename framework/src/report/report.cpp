@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -124,6 +125,12 @@ void remove_stale_plot_temps(const fs::path& plots) {
 // Every (step, loss) of a run's metrics.jsonl.
 std::vector<report::LossPoint> loss_points(const fs::path& metrics) {
   std::vector<report::LossPoint> pts;
+  try {
+    require_plain_file(metrics.string());
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "warning: %s; its loss curve is left out\n", e.what());
+    return pts;
+  }
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {

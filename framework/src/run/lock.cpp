@@ -26,7 +26,8 @@ std::string lock_path(const std::string& run_dir) { return (fs::path(run_dir) / 
 RunLock::RunLock(const std::string& run_dir) : path_(lock_path(run_dir)) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  require_plain_file(path_);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) {
     throw UserError(
         fmt::format("cannot create the lock file '{}': {} (is the runs folder "

@@ -96,9 +96,8 @@ std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::obje
 }
 
 std::optional<json> read_json(const fs::path& p) {
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return std::nullopt;
-  return json::parse(read_file(p.string()));
+  if (!path_present(p.string())) return std::nullopt;
+  return json::parse(read_plain_file(p.string()));
 }
 
 }  // namespace
@@ -149,16 +148,14 @@ RunStatus RunFolder::status() const {
 
 std::optional<std::string> RunFolder::source() const {
   const fs::path p = fs::path(dir_) / "source.yaml";
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return std::nullopt;
-  return read_file(p.string());
+  if (!path_present(p.string())) return std::nullopt;
+  return read_plain_file(p.string());
 }
 
 std::optional<std::string> RunFolder::resolved_config() const {
   const fs::path p = fs::path(dir_) / "config.yaml";
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return std::nullopt;
-  return read_file(p.string());
+  if (!path_present(p.string())) return std::nullopt;
+  return read_plain_file(p.string());
 }
 
 std::optional<RunIdentity> RunFolder::identity() const {
@@ -172,6 +169,8 @@ std::optional<RunIdentity> RunFolder::identity() const {
     id.config_dir = j->value("config_dir", "");
     id.tuned = tuned_of(j->value("tuned", json::object()));
     return id;
+  } catch (const UserError&) {
+    throw;  // a link or special file in its place: named, not read as "no run here"
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -350,10 +349,9 @@ void write_expectations(const std::string& experiment_dir, const std::vector<std
 
 std::vector<std::string> read_expectations(const std::string& experiment_dir) {
   const fs::path p = fs::path(experiment_dir) / "expect.yaml";
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return {};
+  if (!path_present(p.string())) return {};
   try {
-    const YAML::Node n = YAML::Load(read_file(p.string()));
+    const YAML::Node n = YAML::Load(read_plain_file(p.string()));
     if (!n.IsSequence()) throw std::runtime_error("not a list of claims");
     std::vector<std::string> out;
     for (const auto& c : n) {
@@ -417,10 +415,9 @@ void write_report_requests(const std::string& experiment_dir, const ReportReques
 
 ReportRequests read_report_requests(const std::string& experiment_dir) {
   const fs::path p = fs::path(experiment_dir) / "report.yaml";
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return {};
+  if (!path_present(p.string())) return {};
   try {
-    const YAML::Node n = YAML::Load(read_file(p.string()));
+    const YAML::Node n = YAML::Load(read_plain_file(p.string()));
     ReportRequests r;
     for (const auto& e : n["plots"]) {
       PlotRequest q;

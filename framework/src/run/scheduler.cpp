@@ -175,7 +175,7 @@ pid_t start_child(const RunJob& job, const RunLock& lock, const ScheduleOptions&
   int log_fd = -1;
   if (o.jobs > 1) {
     log_fd = ::open((fs::path(job.dir) / "log.txt").c_str(),
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   }
   const pid_t pid = start_child_process(args, environment_with({}, threads), [&] {
     lock.inherit_into_child();

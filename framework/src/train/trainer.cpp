@@ -183,6 +183,7 @@ double learning_rate(const TrainOptions& o, int64_t step) {
 int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
                               const std::string& model_origin) {
   const std::string path = checkpoint_path(run_dir);
+  require_plain_file(path);
   if (!fs::exists(path)) return -1;
   const std::string origin =
       model_origin.empty() ? (fs::path(run_dir) / "source.yaml").string() : model_origin;
@@ -235,6 +236,9 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   }
   const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
   const std::string ckpt = checkpoint_path(run_dir);
+  // Appending through a link would write out of the runs folder; reading a pipe would block.
+  require_plain_file(metrics_path);
+  require_plain_file(ckpt);
 
   int64_t start = 0;
   if (fs::exists(ckpt)) {

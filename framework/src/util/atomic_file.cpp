@@ -80,4 +80,26 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+bool path_present(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+void require_plain_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (!fs::exists(st) || fs::is_regular_file(st)) return;
+  const char* what = fs::is_symlink(st)     ? "a symbolic link"
+                     : fs::is_directory(st) ? "a folder"
+                                            : "a special file (pipe, device or socket)";
+  throw UserError("'" + path + "' is " + what +
+                  ", not a file hybridlab wrote; a run folder holds only regular files: remove it "
+                  "(and rerun the run if it was part of its record)");
+}
+
+std::string read_plain_file(const std::string& path) {
+  require_plain_file(path);
+  return read_file(path);
+}
+
 }  // namespace hybridlab

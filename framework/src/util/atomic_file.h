@@ -17,4 +17,17 @@ std::string free_space_text(const std::string& path);
 /// Reads a whole file. Throws UserError naming the path when it cannot be read.
 std::string read_file(const std::string& path);
 
+/// Whether `path` names something, a dangling symbolic link included (std::filesystem::exists
+/// follows links, so a dangling one reads as absent).
+bool path_present(const std::string& path);
+
+/// Throws UserError naming `path` when it is present (path_present) but is a symbolic link, a
+/// folder or a special file (pipe, device, socket): a run folder holds only the regular files
+/// hybridlab wrote, so nothing is read through a link from elsewhere, nothing is appended through
+/// one out of the runs folder, and no read blocks on a pipe. Absent is fine.
+void require_plain_file(const std::string& path);
+
+/// require_plain_file, then read_file.
+std::string read_plain_file(const std::string& path);
+
 }  // namespace hybridlab
