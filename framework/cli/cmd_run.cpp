@@ -155,8 +155,8 @@ void launch(const RunArgs& a, const RunRequest& req) {
         "this hybridlab was built without c10d Gloo, so it cannot train on several ranks; "
         "install libgloo-dev (scripts/setup.sh does) and rebuild");
   }
-  check_data_parallel(req, l.nnodes * l.nproc_per_node);
   LaunchOptions o = l;
+  o.experiment_dir = check_data_parallel(req, l.nnodes * l.nproc_per_node);
   o.command = own_command();
   exit_with(launch_ranks(o));
 }

@@ -295,3 +295,71 @@ TEST_CASE("distributed cli: bad input is one error, exit 2, nothing started or w
 }
 
 }  // namespace distributed_cli_test
+
+namespace distributed_cli_test {
+
+TEST_CASE("distributed cli: a master port in use is one error at once, nothing started",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2, batch_size: 4}");
+  testsupport::BoundSocket taken;
+  REQUIRE(::listen(taken.fd, 1) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = cli("run " + q(exp) + " --runs-dir " + q(runs) +
+                           " --nproc-per-node 2 --master-port " + std::to_string(taken.port),
+                       60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(took < 10);
+  CHECK_THAT(r.out, Catch::Contains("--master-port " + std::to_string(taken.port)) &&
+                        Catch::Contains("in use"));
+  CHECK_FALSE(fs::exists(runs));
+}
+
+TEST_CASE("distributed cli: a rank that never joins is named after the rendezvous timeout",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2, batch_size: 4}");
+  ::setenv("HYBRIDLAB_RENDEZVOUS_TIMEOUT_S", "3", 1);
+  const pid_t r0 = spawn({"run", exp.string(), "--runs-dir", runs.string()}, tmp.path / "log0", 0,
+                         testsupport::unused_port());
+  ::unsetenv("HYBRIDLAB_RENDEZVOUS_TIMEOUT_S");
+  int status = 0;
+  REQUIRE(eventually([&] { return ::waitpid(r0, &status, WNOHANG) == r0; }, 30));
+  const std::string log = slurp(tmp.path / "log0");
+  INFO(log);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(log, Catch::Contains("rank(s) 1 of 2 did not join the rendezvous") &&
+                      Catch::Contains("within 3 s"));
+  CHECK_FALSE(fs::exists(runs));
+}
+
+TEST_CASE("distributed cli: rank 0 killed records its run failed, naming it",
+          "[distributed][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 10}");
+  const fs::path run = runs / "dp" / "main";
+  const pid_t launcher =
+      spawn({"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
+            tmp.path / "log");
+  REQUIRE(eventually([&] { return metrics(run).size() >= 15; }));
+  const pid_t victim = rank_pid(launcher, 0);
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  int status = 0;
+  REQUIRE(eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, 30));
+  INFO(slurp(tmp.path / "log"));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
+  const json st = json::parse(slurp(run / "status.json"));
+  CHECK(st["state"] == "failed");
+  CHECK_THAT(st["error"].get<std::string>(),
+             Catch::Contains("rank 0 (pid " + std::to_string(victim) + ") was killed by signal 9"));
+}
+
+}  // namespace distributed_cli_test

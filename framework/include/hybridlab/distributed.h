@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,10 @@ DistributedEnv read_distributed_env();
 /// dies is noticed at once (its sockets close); this bounds a rank that hangs.
 std::chrono::seconds distributed_timeout();
 
+/// Seconds the rendezvous waits for every rank to join before naming the missing ones:
+/// HYBRIDLAB_RENDEZVOUS_TIMEOUT_S, default 120. Throws UserError for a value outside 1..604800.
+std::chrono::seconds rendezvous_timeout();
+
 /// Thrown when a collective fails because another rank is gone (exited, killed, unreachable) or
 /// did not answer within distributed_timeout(). Not a UserError: the input was fine (exit 1).
 class RankLost : public std::runtime_error {
@@ -65,10 +70,15 @@ bool distributed_available();
 class ProcessGroup {
  public:
   /// Rendezvous: rank 0 listens on master_addr:master_port and waits for the others (up to
-  /// `rendezvous_timeout`); the others connect. Throws UserError when the build has no Gloo, when
-  /// rank 0 cannot listen on the port (in use: "choose another with --master-port"), or when a
-  /// rank cannot reach the master within the timeout (naming MASTER_ADDR:MASTER_PORT).
-  ProcessGroup(const DistributedEnv& env, std::chrono::seconds rendezvous_timeout);
+  /// `rendezvous_timeout`, saying every 10 s on stderr which ranks it still waits for); the others
+  /// connect. Throws UserError when the build has no Gloo, when rank 0 cannot listen on the port
+  /// (in use: "choose another with --master-port"), when ranks have not joined rank 0 within the
+  /// timeout (naming them), or when a rank cannot reach the master within the timeout (naming
+  /// MASTER_ADDR:MASTER_PORT).
+  /// `stop`, when given, is polled while rank 0 waits: true ends the wait with a UserError saying
+  /// it was stopped (a SIGTERM handler's flag: the wait is not a step that can checkpoint).
+  ProcessGroup(const DistributedEnv& env, std::chrono::seconds rendezvous_timeout,
+               const std::function<bool()>& stop = nullptr);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;

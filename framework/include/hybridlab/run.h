@@ -69,8 +69,9 @@ void check_batch_split(const Config& cfg, const std::vector<Variant>& variants,
 
 /// The checks a launcher makes before it starts `world_size` ranks of `req` (nothing written):
 /// `jobs` == 1, check_batch_split and the pre-flight build of every requested variant (see
-/// run_experiment). Throws what they throw (ConfigError, PluginError, DataError, UserError).
-void check_data_parallel(const RunRequest& req, int64_t world_size);
+/// run_experiment). Returns the experiment's folder under the runs folder (where rank 0 writes).
+/// Throws what they throw (ConfigError, PluginError, DataError, UserError).
+std::string check_data_parallel(const RunRequest& req, int64_t world_size);
 
 /// How `hybridlab run --nproc-per-node N` starts the ranks of a data-parallel job on this host.
 struct LaunchOptions {
@@ -80,15 +81,20 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";  ///< host of rank 0 (MASTER_ADDR)
   int master_port = 0;  ///< MASTER_PORT; 0 = a free port on a single host, 29500 on several
   std::vector<std::string> command;  ///< what every rank runs (rank_command)
+  /// The experiment's folder under the runs folder ("" = unknown): when rank 0 dies by a signal,
+  /// the runs it was writing (status `running` with its pid) are recorded `failed` naming it.
+  std::string experiment_dir;
 };
 
 /// Starts the ranks of this host as child processes with torchrun's variables (RANK, WORLD_SIZE,
 /// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP/OpenBLAS threads split between
 /// the local ranks unless set) and waits for them. Ctrl-C / SIGTERM are forwarded once to every
 /// rank (they stop after the same step, rank 0 checkpoints). When a rank fails or dies, the
-/// launcher names it and stops the others (SIGTERM, SIGKILL after 30 s). Returns the exit code:
-/// 0 when every rank succeeded, else the first failing rank's code (128 + signal for a killed
-/// one; 130 when they were interrupted). Throws UserError when a process cannot be started.
+/// launcher names it and stops the others (SIGTERM, SIGKILL after 30 s; a rank killed so is not
+/// the cause). Returns the exit code: 0 when every rank succeeded, else the likeliest cause's
+/// (128 + signal for a killed rank, 2 bad input, 1 a lost peer; 130 when they were interrupted).
+/// Throws UserError when a process cannot be started or, on node 0, when the master port is in
+/// use (at once, before any rank starts).
 int launch_ranks(const LaunchOptions& o);
 
 /// `argv` without the launcher's options (--nproc-per-node, --nnodes, --node-rank,

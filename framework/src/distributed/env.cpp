@@ -54,6 +54,10 @@ DistributedEnv read_distributed_env() {
   return e;
 }
 
+std::chrono::seconds rendezvous_timeout() {
+  return std::chrono::seconds(integer_var("HYBRIDLAB_RENDEZVOUS_TIMEOUT_S", 120, 1, 7 * 24 * 3600));
+}
+
 std::chrono::seconds distributed_timeout() {
   return std::chrono::seconds(integer_var("HYBRIDLAB_DIST_TIMEOUT_S", 1800, 1, 7 * 24 * 3600));
 }

@@ -2,9 +2,13 @@
 // built without it (no libgloo-dev), every entry point says how to get it.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdio>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "hybridlab/distributed.h"
 
@@ -73,16 +77,64 @@ class GlooWork : public ProcessGroup::Work {
   int64_t rank_;
 };
 
+std::string joined_key(int64_t rank) { return fmt::format("hybridlab/joined/{}", rank); }
+
+// "1, 2, 5" or "1, 2, 3, 4, 5, 6, 7, 8 and 24 more".
+std::string ranks_text(const std::vector<int64_t>& ranks) {
+  std::vector<int64_t> shown(ranks.begin(), ranks.begin() + std::min<size_t>(8, ranks.size()));
+  std::string out = fmt::format("{}", fmt::join(shown, ", "));
+  if (ranks.size() > shown.size()) out += fmt::format(" and {} more", ranks.size() - shown.size());
+  return out;
+}
+
+// Rank 0: waits until every rank has set its joined_key, saying whom it waits for every 10 s;
+// throws UserError naming the ranks still missing after `timeout`.
+void wait_for_ranks(c10d::TCPStore& store, const DistributedEnv& env, std::chrono::seconds timeout,
+                    const std::function<bool()>& stop) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_note = start + std::chrono::seconds(10);
+  for (;;) {
+    std::vector<int64_t> missing;
+    for (int64_t r = 1; r < env.world_size; ++r)
+      if (!store.check({joined_key(r)})) missing.push_back(r);
+    if (missing.empty()) return;
+    if (stop && stop()) {
+      throw UserError(fmt::format(
+          "rank 0: stopped while waiting for rank(s) {} to join at {}:{}; nothing was written",
+          ranks_text(missing), env.master_addr, env.master_port));
+    }
+    const auto now = Clock::now();
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+    if (now - start >= timeout) {
+      throw UserError(fmt::format(
+          "rank 0: rank(s) {} of {} did not join the rendezvous at {}:{} within {} s "
+          "(HYBRIDLAB_RENDEZVOUS_TIMEOUT_S); start every rank with the same WORLD_SIZE, "
+          "MASTER_ADDR and MASTER_PORT (--nnodes, --master-addr, --master-port)",
+          ranks_text(missing), env.world_size, env.master_addr, env.master_port, timeout.count()));
+    }
+    if (now >= next_note) {
+      std::fprintf(stderr, "rank 0: waiting for rank(s) %s to join at %s:%d (%lld s of %lld s)\n",
+                   ranks_text(missing).c_str(), env.master_addr.c_str(), env.master_port,
+                   static_cast<long long>(waited), static_cast<long long>(timeout.count()));
+      next_note += std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 }  // namespace
 
-ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::seconds rendezvous_timeout)
+ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::seconds rendezvous_timeout,
+                           const std::function<bool()>& stop)
     : env_(env), impl_(std::make_unique<Impl>()) {
   impl_->timeout = distributed_timeout();
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
   so.isServer = env.rank == 0;
   so.numWorkers = static_cast<size_t>(env.world_size);
-  so.waitWorkers = true;
+  // Rank 0 waits for the others itself (wait_for_ranks), so that it can name who is missing.
+  so.waitWorkers = false;
   so.timeout = rendezvous_timeout;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
@@ -100,6 +152,12 @@ ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::seconds rende
         env.rank, env.master_addr, env.master_port, rendezvous_timeout.count(), why,
         env.world_size));
   }
+  try {
+    impl_->store->set(joined_key(env.rank), std::vector<uint8_t>{1});
+  } catch (const std::exception& e) {
+    rank_lost(env.rank, "the rendezvous", e);
+  }
+  if (env.rank == 0) wait_for_ranks(*impl_->store, env, rendezvous_timeout, stop);
   impl_->store->setTimeout(impl_->timeout);
   auto opts = c10d::ProcessGroupGloo::Options::create(impl_->timeout);
   // GLOO_SOCKET_IFNAME picks the interface as in torch.distributed; one host talks over loopback.
@@ -180,7 +238,9 @@ namespace {
 }
 }  // namespace
 
-ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::seconds) : env_(env) {
+ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::seconds,
+                           const std::function<bool()>&)
+    : env_(env) {
   no_gloo();
 }
 ProcessGroup::~ProcessGroup() = default;

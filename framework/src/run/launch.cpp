@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "run/preflight.h"
 
 namespace hybridlab {
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -50,6 +52,23 @@ int free_port() {
   }
   ::close(fd);
   return port;
+}
+
+// "" when `port` can be listened on here (nobody listens on it), else why not. SO_REUSEADDR as
+// the store's own socket: a port left in TIME_WAIT is free, a listening one is not.
+std::string port_problem(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string why;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) why = std::strerror(errno);
+  ::close(fd);
+  return why;
 }
 
 std::string exit_text(int status) {
@@ -81,6 +100,28 @@ pid_t start_rank(const LaunchOptions& o, int64_t local, int port, int64_t thread
   return pid;
 }
 
+// Rank 0 (pid `pid`) died by a signal while writing runs of `experiment_dir`: each run whose
+// status.json still says `running` under its pid is recorded `failed`, naming it, so that the
+// record does not claim a run that no process is running.
+void record_rank0_death(const std::string& experiment_dir, pid_t pid, const std::string& how) {
+  std::error_code ec;
+  if (experiment_dir.empty() || !fs::is_directory(experiment_dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(experiment_dir, ec)) {
+    if (!e.is_directory(ec) || e.is_symlink(ec)) continue;
+    const RunFolder f(e.path().string());
+    RunStatus s = f.status();
+    if (s.state != RunState::kRunning || s.pid != pid) continue;
+    s.state = RunState::kFailed;
+    s.error = fmt::format(
+        "rank 0 (pid {}) {}; rerun the same command to resume from the last checkpoint", pid, how);
+    try {
+      f.write_status(s);
+    } catch (const UserError&) {
+      // The record stays as it was; the launcher's exit code and message still say why.
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> rank_command(const std::vector<std::string>& argv) {
@@ -109,6 +150,16 @@ std::vector<std::string> rank_command(const std::vector<std::string>& argv) {
 int launch_ranks(const LaunchOptions& o) {
   if (o.command.empty()) throw UserError("launch_ranks: no command");
   const int port = o.master_port > 0 ? o.master_port : o.nnodes == 1 ? free_port() : 29500;
+  // Rank 0 listens on this host: a port in use is one error now, not a rank that fails while
+  // the others wait for it.
+  if (o.node_rank == 0) {
+    const std::string why = port_problem(port);
+    if (!why.empty()) {
+      throw UserError(fmt::format(
+          "--master-port {}: rank 0 cannot listen on it here ({}); choose another port{}", port,
+          why, o.nnodes == 1 ? ", or leave --master-port out and a free one is picked" : ""));
+    }
+  }
   const int64_t threads = std::max<int64_t>(1, hardware_threads() / o.nproc_per_node);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -154,9 +205,13 @@ int launch_ranks(const LaunchOptions& o) {
     if (it == running.end()) continue;
     const int64_t rank = base + it->second;
     running.erase(it);
+    if (rank == 0 && WIFSIGNALED(status))
+      record_rank0_death(o.experiment_dir, done, exit_text(status));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
     const int now = exit_code(status);
-    if (code == 0 || rank_of_cause(now) > rank_of_cause(code)) code = now;
+    // A rank this launcher killed after the first failure is not a cause.
+    const bool ours = killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    if (code == 0 || (!ours && rank_of_cause(now) > rank_of_cause(code))) code = now;
     // An interrupted job stops on its own (every rank after the same step).
     if (now == 130 && forwarded) continue;
     if (!stopping) {

@@ -8,6 +8,7 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
 #include "hybridlab/runtime.h"
+#include "hybridlab/trainer.h"
 #include "run/init_from.h"
 #include "run/preflight.h"
 #include "run/scheduler.h"
@@ -134,7 +135,7 @@ void check_init_sources(const Config& cfg, const std::vector<Variant>& mine,
 
 }  // namespace
 
-void check_data_parallel(const RunRequest& req, int64_t world_size) {
+std::string check_data_parallel(const RunRequest& req, int64_t world_size) {
   refuse_jobs(req, world_size);
   Config cfg = load_experiment_config(req.experiment_file, req.overrides);
   const Experiment exp = read_experiment(cfg);
@@ -145,6 +146,7 @@ void check_data_parallel(const RunRequest& req, int64_t world_size) {
   preflight_variants(
       cfg, mine, exp.sweep,
       fs::absolute(fs::path(req.experiment_file)).parent_path().lexically_normal().string());
+  return (fs::path(req.runs_dir) / exp.name).string();
 }
 
 SweepOutcome run_experiment(const RunRequest& req) {
@@ -163,7 +165,13 @@ SweepOutcome run_experiment(const RunRequest& req) {
   if (denv.active()) {
     refuse_jobs(req, denv.world_size);
     check_batch_split(cfg, mine, exp.sweep, denv.world_size);
-    group = std::make_unique<ProcessGroup>(denv, std::chrono::seconds(120));
+    try {
+      group = std::make_unique<ProcessGroup>(denv, rendezvous_timeout(),
+                                             [] { return stop_requested().load(); });
+    } catch (const UserError& e) {
+      if (stop_requested().load()) throw Interrupted(e.what());
+      throw;
+    }
     group->agree(
         "experiment config",
         fmt::format("{}\nonly: {}\nshard: {}/{}\ntrain only: {}\n{}", req.experiment_file, req.only,
