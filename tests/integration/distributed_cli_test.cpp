@@ -107,6 +107,28 @@ bool eventually(F&& ok, double seconds = 60) {
   return false;
 }
 
+// A 2-rank job of `exp` (2000 steps) whose rank `rank` is SIGKILLed once `run` logged
+// `min_steps` steps: the victim's pid, the launcher's wait status and the seconds it took to end.
+struct KilledRank {
+  pid_t victim = -1;
+  int status = 0;
+  double seconds = 0;
+};
+KilledRank kill_rank_in_training(const fs::path& exp, const fs::path& runs, const fs::path& run,
+                                 const fs::path& log, int rank, size_t min_steps) {
+  KilledRank k;
+  const pid_t launcher = spawn(
+      {"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"}, log);
+  REQUIRE(eventually([&] { return metrics(run).size() >= min_steps; }));
+  k.victim = rank_pid(launcher, rank);
+  REQUIRE(k.victim > 0);
+  ::kill(k.victim, SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(eventually([&] { return ::waitpid(launcher, &k.status, WNOHANG) == launcher; }, 30));
+  k.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return k;
+}
+
 }  // namespace
 
 TEST_CASE("distributed cli: 2 local ranks log the losses of one process, rank 0 writes",
@@ -142,24 +164,14 @@ TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resum
   const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
   write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 10}");
   const fs::path run = runs / "dp" / "main";
-  const pid_t launcher =
-      spawn({"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
-            tmp.path / "log");
-  REQUIRE(eventually([&] { return metrics(run).size() >= 25; }));
-  const pid_t victim = rank_pid(launcher, 1);
-  REQUIRE(victim > 0);
-  ::kill(victim, SIGKILL);
-  const auto t0 = std::chrono::steady_clock::now();
-  int status = 0;
-  REQUIRE(eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, 30));
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const KilledRank k = kill_rank_in_training(exp, runs, run, tmp.path / "log", 1, 25);
   const std::string log = slurp(tmp.path / "log");
   INFO(log);
-  CHECK(took < 10);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
-  CHECK_THAT(log,
-             Catch::Contains("rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
+  CHECK(k.seconds < 10);
+  CHECK(WIFEXITED(k.status));
+  CHECK(WEXITSTATUS(k.status) == 128 + SIGKILL);
+  CHECK_THAT(
+      log, Catch::Contains("rank 1 (pid " + std::to_string(k.victim) + ") was killed by signal 9"));
   CHECK(json::parse(slurp(run / "status.json"))["state"] == "failed");
   REQUIRE(fs::exists(run / "checkpoint" / "state.pt"));
 
@@ -344,22 +356,15 @@ TEST_CASE("distributed cli: rank 0 killed records its run failed, naming it",
   const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
   write_experiment(exp, "{steps: 2000, batch_size: 4, warmup_steps: 2, checkpoint_every: 10}");
   const fs::path run = runs / "dp" / "main";
-  const pid_t launcher =
-      spawn({"run", exp.string(), "--runs-dir", runs.string(), "--nproc-per-node", "2", "--quiet"},
-            tmp.path / "log");
-  REQUIRE(eventually([&] { return metrics(run).size() >= 15; }));
-  const pid_t victim = rank_pid(launcher, 0);
-  REQUIRE(victim > 0);
-  ::kill(victim, SIGKILL);
-  int status = 0;
-  REQUIRE(eventually([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; }, 30));
+  const KilledRank k = kill_rank_in_training(exp, runs, run, tmp.path / "log", 0, 15);
   INFO(slurp(tmp.path / "log"));
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
+  CHECK(WIFEXITED(k.status));
+  CHECK(WEXITSTATUS(k.status) == 128 + SIGKILL);
   const json st = json::parse(slurp(run / "status.json"));
   CHECK(st["state"] == "failed");
-  CHECK_THAT(st["error"].get<std::string>(),
-             Catch::Contains("rank 0 (pid " + std::to_string(victim) + ") was killed by signal 9"));
+  CHECK_THAT(
+      st["error"].get<std::string>(),
+      Catch::Contains("rank 0 (pid " + std::to_string(k.victim) + ") was killed by signal 9"));
 }
 
 }  // namespace distributed_cli_test
