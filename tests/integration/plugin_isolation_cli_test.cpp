@@ -118,6 +118,9 @@ TEST_CASE("plugin isolation: a config naming a broken plugin is one error naming
           "its logit_bias hook returned [2,8,8] Double on cpu, expected [2,8,8] (H,Tq,Tk) Float");
   refused("{scheme: '" + kFixtures + "bad_hooks/bad_hooks.so', mode: throws}",
           "positional scheme 'bad_hooks': a hook failed at a small shape");
+  // One line, LibTorch's message without its C++ backtrace.
+  const Result throws = cli("model summary " + q(exp), 120);
+  CHECK_THAT(throws.out, !Catch::Contains("Exception raised from") && !Catch::Contains("frame #"));
   write_experiment(exp, "{scheme: '" + kFixtures + "bad_hooks/bad_hooks.so'}");
   CHECK(cli("config show " + q(exp), 120).code == 0);
   // A sweep over a broken plugin: that variant fails, named by the plugin's file, the others run.

@@ -199,11 +199,17 @@ void probe_factory(const std::string& name, const std::string& file, PositionFac
           exercise_hooks(*made, ctx);
         } catch (const PluginError& e) {
           return e.what();
-        } catch (const std::exception& e) {
+        } catch (const c10::Error& e) {
+          // LibTorch's what() carries a C++ backtrace: its first line is the message.
+          const std::string why = e.what_without_backtrace();
           return fmt::format(
-              "positional scheme '{}': a hook failed at a small shape ({} "
-              "positions): {}",
-              name, 8, std::string(e.what()).substr(0, 600));
+              "positional scheme '{}': a hook failed at a small shape ({} positions): {}", name, 8,
+              why.substr(0, std::min(why.find('\n'), size_t{600})));
+        } catch (const std::exception& e) {
+          const std::string why = e.what();
+          return fmt::format(
+              "positional scheme '{}': a hook failed at a small shape ({} positions): {}", name, 8,
+              why.substr(0, std::min(why.find('\n'), size_t{600})));
         }
         return "";
       },

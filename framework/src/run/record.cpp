@@ -140,6 +140,8 @@ RunStatus RunFolder::status() const {
     s.error = j->value("error", "");
     s.wall_s = j->value("wall_s", 0.0);
     s.pid = j->value("pid", int64_t{0});
+  } catch (const UserError&) {
+    throw;  // a link, folder or pipe in its place (require_plain_file): named, not read as new
   } catch (const std::exception&) {
     // A status.json from a crashed write reads as a new run: what it held is rebuilt.
   }

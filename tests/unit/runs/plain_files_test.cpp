@@ -74,6 +74,10 @@ TEST_CASE("plain files: a linked source.yaml or a piped results.json is named, n
   const fs::path results = fs::path(f.dir()) / "results.json";
   REQUIRE(::mkfifo(results.c_str(), 0644) == 0);
   CHECK_THROWS_WITH(f.results(), Catch::Contains("results.json' is a special file"));
+  const fs::path status = fs::path(f.dir()) / "status.json";
+  fs::remove(status);
+  fs::create_directory(status);
+  CHECK_THROWS_WITH(f.status(), Catch::Contains("status.json' is a folder"));
 }
 
 }  // namespace plain_files_test
