@@ -155,10 +155,11 @@ double plugin_time_limit() {
   const char* env = std::getenv("HYBRIDLAB_PLUGIN_TIMEOUT");
   if (!env || !*env) return 60;
   double v = 0;
-  if (!parse_number_text(env, v) || !(v > 0)) {
+  // At most an hour: a limit past that is no limit, and every hanging plugin costs it once.
+  if (!parse_number_text(env, v) || !(v > 0) || v > 3600) {
     throw UserError(fmt::format(
-        "HYBRIDLAB_PLUGIN_TIMEOUT: '{}' is not a number of seconds > 0 (the time limit of each "
-        "plugin check; default 60)",
+        "HYBRIDLAB_PLUGIN_TIMEOUT: '{}' is not a number of seconds in (0, 3600] (the time limit "
+        "of each plugin check; default 60)",
         env));
   }
   return v;

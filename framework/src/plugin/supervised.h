@@ -37,7 +37,8 @@ pid_t fork_with_pipe(int fds[2], const char* what);
 void write_all(int fd, const std::string& s);
 
 /// The time limit of each supervised plugin call, in seconds: HYBRIDLAB_PLUGIN_TIMEOUT (a number
-/// > 0, read as the config reads numbers), else 60. Throws UserError for a malformed value.
+/// in (0, 3600], read as the config reads numbers), else 60. Throws UserError for a malformed or
+/// out-of-range value.
 double plugin_time_limit();
 
 }  // namespace hybridlab::detail
