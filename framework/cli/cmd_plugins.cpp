@@ -36,16 +36,18 @@ void add_plugins_command(CLI::App& app) {
     // listed as such, and the others are listed as usual.
     const auto records = host.plugins();
     if (records.empty()) {
-      std::cout << "no plugins found; searched:\n";
+      std::cout << "no working plugins found; searched:\n";
       for (const auto& p : host.search_path()) std::cout << "  " << p << "\n";
-      return;
+    } else {
+      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "NAME", "VERSION", "HOOKS",
+                               "DESCRIPTION");
     }
-    std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "NAME", "VERSION", "HOOKS", "DESCRIPTION");
     for (const auto& r : records) {
       std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", r.name, r.version, hook_names(r.hooks),
                                r.description);
       std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "", "", "", r.file);
     }
+    // Also when nothing worked: a library that crashed or timed out is named, not hidden.
     for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";
     for (const auto& c : host.broken_plugins()) std::cout << "crashed: " << c << "\n";
   });

@@ -138,3 +138,19 @@ TEST_CASE("plugin isolation: a config naming a broken plugin is one error naming
 }
 
 }  // namespace plugin_isolation_cli_test
+
+namespace plugin_isolation_cli_test {
+
+TEST_CASE("plugin isolation: plugins list names the libraries that timed out, even all of them",
+          "[plugins][cli]") {
+  Tmp tmp;
+  ::setenv("HYBRIDLAB_PLUGIN_TIMEOUT", "0.0000001", 1);  // no child returns within 0.1 us
+  const Result r = cli("plugins list", 120);
+  ::setenv("HYBRIDLAB_PLUGIN_TIMEOUT", "2", 1);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("no working plugins found") && Catch::Contains("crashed: ") &&
+                        Catch::Contains("rope") && Catch::Contains("HYBRIDLAB_PLUGIN_TIMEOUT"));
+}
+
+}  // namespace plugin_isolation_cli_test
