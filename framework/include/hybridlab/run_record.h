@@ -126,11 +126,16 @@ class RunFolder {
   explicit RunFolder(std::string dir);
   const std::string& dir() const { return dir_; }
   /// The whole record; missing files are empty fields, a damaged status.json reads as `new`.
+  /// Every reader below throws UserError naming the file when a symbolic link, a folder or a
+  /// special file stands in its place (require_plain_file, util/atomic_file.h).
   RunRecord read() const;
+  /// status.json; absent or unparseable (a crashed write) reads as `new`.
   RunStatus status() const;
+  /// source.yaml as written; nullopt when absent.
   std::optional<std::string> source() const;
   /// config.yaml: the resolved config the run used (absent before the run started).
   std::optional<std::string> resolved_config() const;
+  /// run.json; nullopt when absent or unparseable.
   std::optional<RunIdentity> identity() const;
   /// results.json; throws UserError naming the file when it exists but cannot be parsed.
   std::optional<RunResults> results() const;

@@ -9,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include "hybridlab/trainer.h"
 #include "run/build.h"
 
 namespace hybridlab {
@@ -110,26 +111,12 @@ void check_init_from(const Config& variant_cfg, const std::string& config_dir) {
 void init_weights_from(LanguageModel& model, const std::string& from, const RunFolder& to) {
   const std::string problem = source_problem(from);
   if (!problem.empty()) throw UserError(fmt::format("train.init_from: '{}' {}", from, problem));
-  // LibTorch's loader replaces a parameter of another shape without a word: compare after it.
-  const Shapes shapes = parameter_shapes(model);
-  try {
-    const std::string origin =
-        fmt::format("{} (train.init_from)", (fs::path(to.dir()) / "source.yaml").string());
-    if (load_model_checkpoint(model, from, origin) < 0)
-      throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
-    for (const auto& p : model.named_parameters(true)) {
-      if (p.value().sizes().vec() != shapes.at(p.key())) {
-        throw UserError(fmt::format(
-            "train.init_from: the weights of '{}' do not fit this model ('{}' is {} there, {} "
-            "here)",
-            from, p.key(), fmt::join(p.value().sizes(), "×"), fmt::join(shapes.at(p.key()), "×")));
-      }
-    }
-  } catch (const c10::Error& e) {
-    const std::string why = e.what_without_backtrace();
-    throw UserError(fmt::format("train.init_from: the weights of '{}' do not fit this model ({})",
-                                from, why.substr(0, why.find('\n'))));
-  }
+  // load_model_checkpoint compares every parameter's shape after loading and names it, with the
+  // model's origin, when it does not fit.
+  const std::string origin =
+      fmt::format("{} (train.init_from)", (fs::path(to.dir()) / "source.yaml").string());
+  if (load_model_checkpoint(model, from, origin) < 0)
+    throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
 }
 
 }  // namespace hybridlab

@@ -27,7 +27,8 @@ void check_init_from(const Config& variant_cfg, const std::string& config_dir);
 /// Loads the trained weights of run folder `from` into `model` (the run in `to`). Parameters of
 /// `from` that `model` lacks are not read (check_init_from refused them unless
 /// train.init_from_partial). Throws UserError when `from` is not trained to its last step, holds
-/// no checkpoint, or its weights do not fit `model` (naming the parameter and both shapes).
+/// no checkpoint, or its weights do not fit `model` (load_model_checkpoint: the parameter and
+/// both shapes).
 void init_weights_from(LanguageModel& model, const std::string& from, const RunFolder& to);
 
 }  // namespace hybridlab
