@@ -60,6 +60,7 @@ TrainOptions read_train_options(Section s) {
   s.check(o.checkpoint_every >= 0, "checkpoint_every",
           "must be >= 0 (0 = at the end and on Ctrl-C)");
   s.check(o.log_every >= 1, "log_every", "must be >= 1");
+  s.check(o.seed >= 0, "seed", "must be >= 0");
   s.finish();
   return o;
 }
@@ -99,6 +100,7 @@ EvalOptions read_eval_options(Section s, int64_t seq_len) {
   s.check(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "lengths",
           "must not repeat a length");
   s.check(o.examples >= 1, "examples", "must be >= 1");
+  s.check(o.seed >= 0, "seed", "must be >= 0");
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.max_batch_tokens >= 1, "max_batch_tokens", "must be >= 1");
   s.check(o.examples_during_training >= 1, "examples_during_training", "must be >= 1");

@@ -52,6 +52,7 @@ RuntimeOptions read_runtime_options(Section s) {
   s.check(std::regex_match(o.device, device_re), "device",
           "expected 'cpu', 'cuda' or 'cuda:N', got '" + o.device + "'");
   o.seed = s.get<int64_t>("seed", 0);
+  s.check(o.seed >= 0, "seed", "must be >= 0");
   s.finish();
   return o;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "config/config_state.h"
@@ -76,6 +77,8 @@ SweepOptions read_sweep_options(Section s) {
     }
   }
   o.seeds = s.get<std::vector<int64_t>>("seeds", {});
+  s.check(std::all_of(o.seeds.begin(), o.seeds.end(), [](int64_t v) { return v >= 0; }), "seeds",
+          "every seed must be >= 0");
   const std::set<int64_t> distinct(o.seeds.begin(), o.seeds.end());
   s.check(distinct.size() == o.seeds.size(), "seeds",
           "lists a seed twice: both runs would be the same; remove one");
