@@ -301,6 +301,7 @@ Config Config::load(const std::string& path) {
 
 Config Config::parse(const std::string& text, const std::string& name) {
   Config cfg;
+  cfg.state_->origin = name;
   std::vector<std::string> chain;
   load_into(*cfg.state_, parse_text(text, name), name, fs::current_path(), chain);
   return cfg;
@@ -394,7 +395,8 @@ Location Config::location(const std::string& dotted_key) const {
     if (dot == std::string::npos) break;
     k = k.substr(0, dot);
   }
-  return Location{state_->file.empty() ? "<config>" : state_->file, 0, 0};
+  const std::string& named = state_->file.empty() ? state_->origin : state_->file;
+  return Location{named.empty() ? "<config>" : named, 0, 0};
 }
 
 const YAML::Node& Config::tree() const { return state_->tree; }
@@ -446,6 +448,7 @@ Config Config::clone() const {
   st->tree = YAML::Clone(state_->tree);
   st->locations = state_->locations;
   st->file = state_->file;
+  st->origin = state_->origin;
   return Config(st);
 }
 

@@ -16,9 +16,10 @@ struct ConfigState {
   YAML::Node tree{YAML::NodeType::Map};       // merged tree, `extends` removed
   std::map<std::string, Location> locations;  // dotted key path -> where it was set
   std::string file;                           // the file given to Config::load
-  YAML::Node resolved{YAML::NodeType::Map};   // what readers read, defaults filled in
-  std::vector<std::string> errors;            // recorded problems, in order
-  std::set<std::string> error_set;            // to report each problem once
+  std::string origin;  // the name given to Config::parse (messages only: not a base folder)
+  YAML::Node resolved{YAML::NodeType::Map};  // what readers read, defaults filled in
+  std::vector<std::string> errors;           // recorded problems, in order
+  std::set<std::string> error_set;           // to report each problem once
 };
 
 /// The shortest decimal text that reads back as exactly `v` (0.9, not 0.90000000000000002);
