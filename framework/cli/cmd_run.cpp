@@ -27,6 +27,12 @@ namespace fs = std::filesystem;
 // Counts of processes and hosts, with a bound far above any host or job this runs on.
 constexpr int64_t kMaxCount = 1024;
 const CLI::Validator kCountRange = integer_in(1, kMaxCount);
+// An empty --runs-dir would put run folders in the working directory, beside the sources.
+const CLI::Validator kFolderName(
+    [](std::string& text) -> std::string {
+      return text.empty() ? "an empty folder name (use '.' for the working directory)" : "";
+    },
+    "FOLDER");
 
 struct RunArgs {
   std::string file;
@@ -61,6 +67,7 @@ void add_common_run_options(CLI::App* c, RunArgs& a) {
       "overrides", a.overrides,
       "Dotted overrides applied before the sweep, e.g. train.steps=100 model.d_model=128");
   c->add_option("--runs-dir", a.runs_dir, "Folder of run folders: <runs-dir>/<experiment>/<run>/")
+      ->check(kFolderName)
       ->capture_default_str();
   c->add_option(
        "--jobs,-j", a.jobs,
@@ -326,6 +333,7 @@ void add_run_commands(CLI::App& app) {
         ->check(CLI::ExistingFile);
     c->add_option("overrides", sweep_args->overrides, "Dotted overrides, e.g. train.steps=100");
     c->add_option("--runs-dir", sweep_args->runs_dir, "Folder of run folders (for the run states)")
+        ->check(kFolderName)
         ->capture_default_str();
     c->add_option("--shard", sweep_args->shard, "Only slice i of n, as `run --shard` would run it");
     c->callback([sweep_args, expand] {

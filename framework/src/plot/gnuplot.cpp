@@ -34,18 +34,19 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-// 'text' as a gnuplot single-quoted string (a quote is doubled; backslashes are literal).
+// 'text' as a gnuplot double-quoted string: backslash and quote escaped, newlines as spaces. A
+// single-quoted string cannot start with a quote: gnuplot 5.4 reads ''' as '' followed by '.
 std::string gp_quote(const std::string& text) {
-  std::string out = "'";
+  std::string out = "\"";
   for (char c : text) {
     if (c == '\n') {
       out += ' ';
     } else {
+      if (c == '\\' || c == '"') out += '\\';
       out += c;
-      if (c == '\'') out += '\'';
     }
   }
-  return out + "'";
+  return out + "\"";
 }
 
 bool has_pngcairo() {

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
+#include "plot/gnuplot.h"
 #include "report/axis_plot.h"
 
 using namespace hybridlab::report;
@@ -124,6 +127,21 @@ TEST_CASE("axis plot: eval settings and model quantities as x, chosen series and
   vs[0].cells[{"accuracy", 512}] = vs[0].cells.at({"accuracy", 256});
   const auto e = axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true});
   REQUIRE(e.series[0].x == std::vector<double>{4, 16});
+}
+
+TEST_CASE("plots: a folder or title with quotes, backslashes and @ draws", "[report][plots]") {
+  if (!hybridlab::plot::gnuplot_available()) return;  // the report then says plots need gnuplot
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "hybridlab_axis_plot_test" / "'q\"@a\\b";
+  fs::remove_all(dir);
+  hybridlab::plot::LinePlot p;
+  p.title = "it's \"@a\" \\ ok";
+  p.xlabel = "'x";
+  p.ylabel = "y\"";
+  p.series.push_back({"'s", {1, 2}, {3, 4}});
+  const std::string png = (dir / "'plot.png").string();
+  hybridlab::plot::plot_lines(p, png);
+  CHECK(fs::file_size(png) > 1000);
 }
 
 }  // namespace axis_plot_test
