@@ -76,6 +76,10 @@ TEST_CASE("cli numbers: each is read as the config reads it, within its range, o
   write_experiment(tmp.path / "exp.yaml");
   refused("run " + q(tmp.path / "exp.yaml") + " --jobs 0",
           "--jobs: '0' is not an integer from 1 to 1024");
+  // An empty --runs-dir wrote run folders into the working directory.
+  refused("run " + q(tmp.path / "exp.yaml") + " --runs-dir ''",
+          "--runs-dir: an empty folder name (use '.' for the working directory)");
+  refused("sweep list " + q(tmp.path / "exp.yaml") + " --runs-dir ''", "an empty folder name");
   refused("analyze " + dir + " --examples -5", "--examples: '-5' is not an integer >= 1");
   refused("analyze " + dir + " --tolerance nan", "--tolerance: 'nan' is not a number >= 0");
   refused("inspect position --scheme rope --length 99999999999",
@@ -161,13 +165,32 @@ TEST_CASE("a run folder whose source.yaml was edited fails cleanly, naming the f
           "[integration][inputs]") {
   Tmp tmp;
   const fs::path run = trained_run(tmp.path);
-  // Another width than the checkpoint's: LibTorch would load the tensors and fail in a forward.
-  std::string source = slurp(run / "source.yaml");
-  const std::string from = "d_model: 16";
-  REQUIRE(source.find(from) != std::string::npos);
-  source.replace(source.find(from), from.size(), "d_model: 32");
-  std::ofstream(run / "source.yaml") << source;
+  const std::string original = slurp(run / "source.yaml");
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = original;
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+    std::ofstream(run / "source.yaml") << text;
+  };
   const std::string results = slurp(run / "results.json");
+  // run.json's digest notices any edit, also one that builds the same shapes (train.steps was
+  // read as if the weights had been trained that long).
+  const std::string changed = (run / "source.yaml").string() + "' was changed after the run was";
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"d_model: 16", "d_model: 32"},
+                                 {"steps: 2", "steps: 3"}}) {
+    edited(from, to);
+    refused("eval " + q(run), changed);
+    refused("generate " + q(run) + " --prompt '1 2'", changed);
+    refused("analyze " + q(run) + " --no-plots", changed);
+  }
+  // A folder from before the digest: another width than the checkpoint's is named by the
+  // checkpoint's shape check (LibTorch would load the tensors and fail in a forward).
+  std::string id = slurp(run / "run.json");
+  const auto digest = id.find("\"source_sha1\"");
+  REQUIRE(digest != std::string::npos);
+  id.replace(digest, 13, "\"old_sha1\"");
+  std::ofstream(run / "run.json") << id;
+  edited("d_model: 16", "d_model: 32");
   const std::string message = "checkpoint " + (run / "checkpoint" / "state.pt").string() +
                               " does not fit the model built from " +
                               (run / "source.yaml").string() + ": '";

@@ -133,6 +133,10 @@ class RunFolder {
   RunStatus status() const;
   /// source.yaml as written; nullopt when absent.
   std::optional<std::string> source() const;
+  /// source.yaml as source() reads it, after checking it against the SHA-1 digest run.json
+  /// recorded when it was written (folders written before the digest existed are not checked).
+  /// Throws UserError naming the file when it was edited since.
+  std::optional<std::string> verified_source() const;
   /// config.yaml: the resolved config the run used (absent before the run started).
   std::optional<std::string> resolved_config() const;
   /// run.json; nullopt when absent or unparseable.

@@ -39,7 +39,7 @@ std::string source_problem(const std::string& dir) {
   if (!fs::exists(dir, ec)) return "does not exist";
   if (!fs::is_directory(dir, ec)) return "is a file, not a run folder";
   const RunFolder src(dir);
-  if (!src.source() || !src.identity())
+  if (!src.verified_source() || !src.identity())
     return "is not a run folder (no source.yaml / run.json); give runs/<experiment>/<run>";
   const RunState state = src.status().state;
   if (state != RunState::kTrained && state != RunState::kFinished) {

@@ -10,7 +10,7 @@
 namespace hybridlab {
 
 std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
-  const auto source = folder.source();
+  const auto source = folder.verified_source();
   const auto id = folder.identity();
   if (!source || !id) {
     throw UserError(fmt::format(

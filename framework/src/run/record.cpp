@@ -1,6 +1,8 @@
 // RunFolder: the one reader and writer of status.json, run.json, source.yaml, config.yaml and
 // results.json. JSON stays inside this file; every other module sees the typed record.
 
+#include <c10/util/hash.h>
+#include <fmt/format.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
@@ -36,6 +38,10 @@ std::vector<std::pair<std::string, std::string>> labels_of(const json& j) {
     out.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
   return out;
 }
+
+// The digest run.json keeps of source.yaml: an edit after the run was written is noticed
+// before a model is built from it.
+std::string source_digest(const std::string& source_yaml) { return c10::sha1(source_yaml).str(); }
 
 using Tuned = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
@@ -154,6 +160,28 @@ std::optional<std::string> RunFolder::source() const {
   return read_plain_file(p.string());
 }
 
+std::optional<std::string> RunFolder::verified_source() const {
+  auto text = source();
+  if (!text) return text;
+  std::string recorded;
+  try {
+    const auto j = read_json(fs::path(dir_) / "run.json");
+    if (j && j->is_object()) recorded = j->value("source_sha1", "");
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception&) {
+  }
+  // Folders written before the digest existed have none: nothing to compare.
+  if (!recorded.empty() && recorded != source_digest(*text)) {
+    throw UserError(fmt::format(
+        "'{}' was changed after the run was written (it no longer matches the digest in "
+        "run.json): the trained weights belong to the configuration it held; restore it, or run "
+        "the changed experiment into another --runs-dir",
+        (fs::path(dir_) / "source.yaml").string()));
+  }
+  return text;
+}
+
 std::optional<std::string> RunFolder::resolved_config() const {
   const fs::path p = fs::path(dir_) / "config.yaml";
   if (!path_present(p.string())) return std::nullopt;
@@ -270,7 +298,8 @@ void RunFolder::write_source(const std::string& source_yaml, const RunIdentity& 
   json j = {{"experiment", id.experiment},
             {"run", id.run},
             {"labels", labels_json(id.labels)},
-            {"config_dir", id.config_dir}};
+            {"config_dir", id.config_dir},
+            {"source_sha1", source_digest(source_yaml)}};
   if (!id.tuned.empty()) j["tuned"] = tuned_json(id.tuned);
   write_file_atomic((fs::path(dir_) / "run.json").string(), j.dump(2) + "\n");
   write_file_atomic((fs::path(dir_) / "source.yaml").string(), source_yaml);
