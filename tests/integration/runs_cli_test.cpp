@@ -263,6 +263,46 @@ TEST_CASE("runs cli: SIGTERM or SIGINT to the parent and its child together chec
   }
 }
 
+TEST_CASE("runs cli: a closed stdout or stderr pipe stops the run like SIGTERM", "[runs][cli]") {
+  // `hybridlab run exp.yaml | head -1`: the reader goes away and the next line written raises
+  // SIGPIPE, which used to end the process before its records (141; the run left `running`).
+  // fd 1: the parent's "[1/1] main" line; fd 2: an in-process run's progress line.
+  for (const int fd : {1, 2}) {
+    INFO("closed fd " << fd);
+    Tmp tmp;
+    const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+    write_experiment(exp, "",
+                     "{steps: 100000, batch_size: 4, warmup_steps: 1, checkpoint_every: 0, "
+                     "log_every: 1}");
+    const fs::path run = runs / "tiny" / "main";
+    std::array<int, 2> p{};
+    REQUIRE(::pipe(p.data()) == 0);
+    ::close(p[0]);  // the reader is gone before the first line
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("HYBRIDLAB_PLUGIN_PATH", "", 1);
+      ::setenv("OMP_NUM_THREADS", "1", 1);
+      const int log = ::open((tmp.path / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(log, fd == 1 ? 2 : 1);
+      ::dup2(p[1], fd);
+      ::signal(SIGPIPE, SIG_DFL);
+      std::string exe = HYBRIDLAB_CLI;
+      std::vector<std::string> args = {exe, "run", exp.string(), "--runs-dir", runs.string()};
+      if (fd == 2) args.insert(args.end(), {"--only", "main"});
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    CHECK(wait_exit(pid) == 130);
+    INFO(slurp(tmp.path / "log"));
+    CHECK(eventually([&] { return lock_free(run); }));
+    CHECK(status_of(run)["state"] == "interrupted");
+  }
+}
+
 TEST_CASE("runs cli: a full disk while checkpointing is a recorded error, no temp left",
           "[runs][cli]") {
   Tmp tmp;

@@ -41,7 +41,9 @@ class TrainingDiverged : public UserError {
 /// 128 + signal: a second Ctrl-C at a terminal). A process started by another hybridlab process
 /// (a sweep's run, a data-parallel rank) passes false: a cluster signals the parent and the child
 /// together (SLURM, systemd, timeout) and the parent forwards its own, so two signals are one
-/// stop request there, and only SIGKILL ends it before its checkpoint.
+/// stop request there, and only SIGKILL ends it before its checkpoint. SIGPIPE (the reader of
+/// stdout or stderr is gone) is a stop too: both streams are sent to /dev/null and the run
+/// checkpoints and records `interrupted`.
 void install_stop_handlers(bool second_signal_exits = true);
 /// Whether a stop was requested (also settable by tests).
 std::atomic<bool>& stop_requested();

@@ -211,6 +211,12 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
     folder.write_status(RunState::kInterrupted, e.what());
     throw;
   } catch (const std::exception& e) {
+    // After a stop was asked for, the error that ended the run is the stop's (a write to the
+    // pipe that closed, a wait cut short): the run resumes like any stopped run.
+    if (stop_requested().load()) {
+      folder.write_status(RunState::kInterrupted, e.what());
+      throw Interrupted(e.what());
+    }
     // A failure to write status.json itself (disk full) must not hide the first error.
     try {
       folder.write_status(RunState::kFailed, e.what());

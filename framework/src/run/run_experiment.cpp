@@ -13,6 +13,7 @@
 #include "run/preflight.h"
 #include "run/scheduler.h"
 #include "util/atomic_file.h"
+#include "util/console.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -50,12 +51,12 @@ std::string self_exe() {
 void run_only_here(const RunJob& job, const RunRequest& req, SweepOutcome& out) {
   Claim c = claim_run(job, req.train_only);
   if (c.plan.action == RunAction::kSkip) {
-    if (!req.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+    if (!req.quiet) say("{}: {}\n", job.name, c.plan.message);
     out.skipped = 1;
     return;
   }
   if (!c.lock) throw UserError(c.plan.message);
-  if (!c.plan.message.empty() && !req.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+  if (!c.plan.message.empty() && !req.quiet) say("{}: {}\n", job.name, c.plan.message);
   ExecuteOptions opts;
   opts.train_only = req.train_only;
   opts.quiet = req.quiet;

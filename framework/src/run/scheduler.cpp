@@ -20,6 +20,7 @@
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 #include "run/preflight.h"
+#include "util/console.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -48,7 +49,7 @@ struct Counter {
   void failed(const std::string& name, const std::string& error) {
     ++out.failed;
     out.failures.emplace_back(name, error);
-    if (!o.quiet) fmt::print("{}: FAILED: {}\n", name, error);
+    if (!o.quiet) say("{}: FAILED: {}\n", name, error);
   }
 };
 
@@ -58,11 +59,11 @@ std::unique_ptr<RunLock> claim_counted(const RunJob& job, const ScheduleOptions&
     Claim c = claim_run(job, o.train_only);
     if (c.plan.action == RunAction::kSkip) {
       ++n.out.skipped;
-      if (!o.quiet) fmt::print("{}: {}\n", job.name, c.plan.message);
+      if (!o.quiet) say("{}: {}\n", job.name, c.plan.message);
     } else if (!c.lock) {
       n.failed(job.name, c.plan.message);
     } else if (!c.plan.message.empty() && !o.quiet) {
-      fmt::print("{}: {}\n", job.name, c.plan.message);
+      say("{}: {}\n", job.name, c.plan.message);
     }
     return std::move(c.lock);
   } catch (const UserError& e) {  // RunBusy, or a folder that cannot be written
@@ -133,7 +134,7 @@ void run_data_parallel(const std::vector<RunJob>& jobs, const ScheduleOptions& o
     if (action == "stop") break;
     if (action == "skip") continue;
     if (!o.quiet) {
-      fmt::print("[{}/{}] {} on {} ranks\n", i + 1, jobs.size(), job.name, g.world_size());
+      say("[{}/{}] {} on {} ranks\n", i + 1, jobs.size(), job.name, g.world_size());
       std::fflush(stdout);
     }
     try {
@@ -204,7 +205,7 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       ++n.out.finished;
-      if (!o.quiet) fmt::print("{}: finished in {:.0f} s\n", c.job->name, secs);
+      if (!o.quiet) say("{}: finished in {:.0f} s\n", c.job->name, secs);
       return;
     }
     // 130 is a stop with its checkpoint; 128 + SIGINT/SIGTERM (or death by them) a stop before
@@ -216,7 +217,7 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
     if (interrupted) {
       ++n.out.interrupted;
       record_end(*c.job, RunState::kInterrupted, "interrupted");
-      if (!o.quiet) fmt::print("{}: interrupted (rerun to resume)\n", c.job->name);
+      if (!o.quiet) say("{}: interrupted (rerun to resume)\n", c.job->name);
       return;
     }
     std::string error;
@@ -232,7 +233,7 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
     }
     ++n.out.failed;
     n.out.failures.emplace_back(c.job->name, error);
-    if (!o.quiet) fmt::print("{}: FAILED after {:.0f} s: {}\n", c.job->name, secs, error);
+    if (!o.quiet) say("{}: FAILED after {:.0f} s: {}\n", c.job->name, secs, error);
   };
   const int64_t total = static_cast<int64_t>(jobs.size());
   while (next < jobs.size() || !running.empty()) {
@@ -243,8 +244,7 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
       if (!lock) continue;
       ++started;
       if (!o.quiet) {
-        fmt::print(
-            "[{}/{}] {}{}\n", started, total, job.name,
+        say("[{}/{}] {}{}\n", started, total, job.name,
             o.jobs > 1 ? fmt::format(" (log: {})", (fs::path(job.dir) / "log.txt").string()) : "");
       }
       const pid_t pid = start_child(job, *lock, o);

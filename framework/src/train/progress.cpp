@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "util/console.h"
+
 namespace hybridlab {
 
 std::string format_duration(double s) {
@@ -33,25 +35,25 @@ void Progress::update(int64_t step, double loss, double lr, double tokens_per_s)
     last_draw_ = now;
     const int width = 24;
     const int filled = static_cast<int>(width * step / std::max<int64_t>(1, total_));
-    fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
-               std::string(width - filled, '.'), stats);
+    say(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'), std::string(width - filled, '.'),
+        stats);
     open_ = true;
   } else if (step % log_every_ == 0 || step == total_ || step == start_ + 1) {
-    fmt::print(stderr, "{}\n", stats);
+    say(stderr, "{}\n", stats);
   }
   std::fflush(stderr);
 }
 
 void Progress::note(const std::string& text) {
   if (quiet_) return;
-  if (tty_ && open_) fmt::print(stderr, "\r\x1b[K");
-  fmt::print(stderr, "{}\n", text);
+  if (tty_ && open_) say(stderr, "\r\x1b[K");
+  say(stderr, "{}\n", text);
   open_ = false;
 }
 
 void Progress::finish() {
   if (quiet_) return;
-  if (tty_ && open_) fmt::print(stderr, "\n");
+  if (tty_ && open_) say(stderr, "\n");
   open_ = false;
   std::fflush(stderr);
 }

@@ -280,6 +280,28 @@ TEST_CASE("strict: sizes no machine holds are refused at the key", "[config][str
   CHECK_NOTHROW(hybridlab::read_experiment(ok));
 }
 
+TEST_CASE("strict: a negative seed is refused wherever a seed is read", "[config][strict]") {
+  // A negative seed would wrap to a huge unsigned generator seed; the same run written with a
+  // different number is a silent duplicate.
+  for (const char* key : {"train.seed", "eval.seed", "runtime.seed"}) {
+    Config cfg = Config::parse(kMinimal, "s.yaml");
+    cfg.apply_override(std::string(key) + "=-1");
+    CHECK_THAT(error_of([&] { hybridlab::read_experiment(cfg); }),
+               Contains(std::string(key) + ": must be >= 0"));
+  }
+  Config sw = Config::parse(kMinimal + "sweep: {seeds: [0, -3]}\n", "s.yaml");
+  CHECK_THAT(error_of([&] { hybridlab::read_experiment(sw); }),
+             Contains("s.yaml:4:9: sweep.seeds: every seed must be >= 0"));
+}
+
+TEST_CASE("strict: an empty parsed config names its origin, not <config>", "[config][strict]") {
+  // An emptied source.yaml of a run folder: the missing keys are blamed on that file.
+  Config cfg = Config::parse("", "runs/e/main/source.yaml");
+  const std::string msg = error_of([&] { hybridlab::read_experiment(cfg); });
+  CHECK_THAT(msg, Contains("runs/e/main/source.yaml"));
+  CHECK_THAT(msg, !Contains("<config>"));
+}
+
 TEST_CASE("strict: an unknown dotted override is blamed on the command line", "[config][strict]") {
   Config cfg = Config::parse(kMinimal, "u.yaml");
   cfg.apply_override("foo.bar=1");
