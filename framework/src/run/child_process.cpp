@@ -42,8 +42,21 @@ pid_t start_child_process(std::vector<std::string> argv, std::vector<std::string
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = ::getpid();
+  // A stop signal that reaches the forked copy before exec would run this process's handler there
+  // (setting a flag exec then discards) and be lost: the child would train on, unstoppable but by
+  // SIGKILL. So the stop signals stay blocked across fork; the copy restores their default action
+  // before unblocking, and one already sent to it then ends it, which the parent records as an
+  // interruption. After exec the program's own handlers take over.
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&stops, sig);
+  ::sigprocmask(SIG_BLOCK, &stops, &before);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    for (int sig : {SIGINT, SIGTERM}) ::signal(sig, SIG_DFL);
+    // SIGPIPE keeps the disposition a child of a shell gets (the default).
+    ::signal(SIGPIPE, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(130);  // the parent died before prctl
@@ -52,6 +65,9 @@ pid_t start_child_process(std::vector<std::string> argv, std::vector<std::string
     std::fprintf(stderr, "error: cannot run %s: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
   }
+  const int fork_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  errno = fork_errno;
   return pid;
 }
 

@@ -18,9 +18,10 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
                                           const std::map<std::string, std::string>& defaults = {});
 
 /// Starts `argv` (argv[0]: the program's path) with environment `env` as a child process in a
-/// process group of its own (a terminal's Ctrl-C reaches the parent only, which forwards one
-/// SIGTERM: two signals would make the child exit without its checkpoint) that receives SIGTERM
-/// when this process dies (PR_SET_PDEATHSIG). `in_child` runs in the child just before exec
+/// process group of its own (a terminal's Ctrl-C reaches the parent only, which forwards it as
+/// SIGTERM) that receives SIGTERM when this process dies (PR_SET_PDEATHSIG). A stop signal sent
+/// to the child before its exec is not lost: it ends the child (default action), which the
+/// caller sees as death by that signal. `in_child` runs in the child just before exec
 /// (e.g. to redirect output). A failed exec prints why and exits 127. Returns the pid, or -1
 /// with errno set when fork() failed.
 pid_t start_child_process(std::vector<std::string> argv, std::vector<std::string> env,

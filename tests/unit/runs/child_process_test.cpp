@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +77,23 @@ TEST_CASE("child process: runs with its environment in its own group, the hook f
   std::getline(in, second);
   CHECK(first == "hello");
   CHECK(second == "leader");
+}
+
+TEST_CASE("child process: a stop signal that reaches it before exec ends it", "[runs][child]") {
+  // The parent's own stop handler is inherited by the forked copy: a SIGTERM forwarded before exec
+  // used to run it there (a flag exec discards), and the program then ran on, unstoppable.
+  struct sigaction stop {
+  }, before{};
+  stop.sa_handler = [](int) {};
+  sigemptyset(&stop.sa_mask);
+  ::sigaction(SIGTERM, &stop, &before);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = start_child_process({"/bin/sleep", "20"}, environment_with({}),
+                                        [] { ::kill(::getpid(), SIGTERM); });
+  ::sigaction(SIGTERM, &before, nullptr);
+  REQUIRE(pid > 0);
+  CHECK(wait_exit(pid) == 128 + SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 }
 
 TEST_CASE("child process: a program that cannot be run exits 127", "[runs][child]") {
