@@ -136,10 +136,7 @@ TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results"
   // A run whose positional scheme is no longer installed.
   const fs::path moved = runs / "tiny" / "moved";
   fs::copy(run, moved, fs::copy_options::recursive);
-  std::string source = slurp(moved / "source.yaml");
-  REQUIRE(source.find("scheme: rope") != std::string::npos);
-  source.replace(source.find("scheme: rope"), 12, "scheme: gone");
-  std::ofstream(moved / "source.yaml") << source;
+  REQUIRE(clitest::retrain_source_as(moved, "scheme: rope", "scheme: gone"));
   r = cli("analyze " + q(moved));
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("unknown positional scheme 'gone'"));

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the CLI tests: running the built CLI, a temporary folder, reading a file.
 
+#include <c10/util/hash.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,24 @@ inline std::string q(const std::filesystem::path& p) { return "'" + p.string() +
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Replaces the first `from` in `run`'s source.yaml by `to` and records the new text's digest in
+/// run.json, as if the run had been trained with that configuration (a plugin since removed, a
+/// moved plugin folder). Returns false when `from` is not in source.yaml.
+inline bool retrain_source_as(const std::filesystem::path& run, const std::string& from,
+                              const std::string& to) {
+  std::string source = slurp(run / "source.yaml");
+  std::string id = slurp(run / "run.json");
+  const size_t at = source.find(from);
+  const std::string old_digest = c10::sha1(source).str();
+  const size_t digest_at = id.find(old_digest);
+  if (at == std::string::npos || digest_at == std::string::npos) return false;
+  source.replace(at, from.size(), to);
+  id.replace(digest_at, old_digest.size(), c10::sha1(source).str());
+  std::ofstream(run / "source.yaml") << source;
+  std::ofstream(run / "run.json") << id;
+  return true;
 }
 
 }  // namespace clitest

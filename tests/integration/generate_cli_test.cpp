@@ -169,17 +169,11 @@ TEST_CASE("generate cli: continuation, seeds, generated scoring in results and r
   bad("generate " + q(no_ckpt) + " --prompt x", "holds no checkpoint");
   // The run's plugin folder is gone; a scheme its plugins provided is no longer found.
   const fs::path no_plugins = copy_run(run, broken / "no_plugins");
-  std::string source = slurp(no_plugins / "source.yaml");
-  const std::string dir = HYBRIDLAB_TEST_PLUGIN_DIR;
-  REQUIRE(source.find(dir) != std::string::npos);
-  source.replace(source.find(dir), dir.size(), (broken / "gone").string());
-  std::ofstream(no_plugins / "source.yaml") << source;
+  REQUIRE(clitest::retrain_source_as(no_plugins, HYBRIDLAB_TEST_PLUGIN_DIR,
+                                     (broken / "gone").string()));
   bad("generate " + q(no_plugins) + " --prompt x", "plugin folder '" + (broken / "gone").string());
   const fs::path no_scheme = copy_run(run, broken / "no_scheme");
-  source = slurp(no_scheme / "source.yaml");
-  REQUIRE(source.find("scheme: learned") != std::string::npos);
-  source.replace(source.find("scheme: learned"), 15, "scheme: learned_elsewhere");
-  std::ofstream(no_scheme / "source.yaml") << source;
+  REQUIRE(clitest::retrain_source_as(no_scheme, "scheme: learned", "scheme: learned_elsewhere"));
   bad("generate " + q(no_scheme) + " --prompt x", "unknown positional scheme 'learned_elsewhere'");
 
   const Result help = cli("generate --help");
