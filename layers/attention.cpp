@@ -15,43 +15,6 @@
 
 namespace hybridlab {
 
-AttentionOptions read_attention_options(Section s, int64_t d_model, const AttentionOptions* base) {
-  AttentionOptions o = base ? *base : AttentionOptions{};
-  o.n_heads = s.get<int64_t>("n_heads", o.n_heads);
-  o.n_kv_heads = s.get<int64_t>("n_kv_heads", o.n_kv_heads);
-  o.head_dim = s.get<int64_t>("head_dim", o.head_dim);
-  o.causal = s.get<bool>("causal", o.causal);
-  o.window = s.get<int64_t>("window", o.window);
-  o.qk_norm = s.get<bool>("qk_norm", o.qk_norm);
-  o.output_gate = s.get<bool>("output_gate", o.output_gate);
-  o.block_size = s.get<int64_t>("block_size", o.block_size);
-  o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
-  o.use_short_conv = s.get<bool>("use_short_conv", o.use_short_conv);
-  o.conv_size = s.get<int64_t>("conv_size", o.conv_size);
-  if (s.has("position") || !base) o.position = read_position_spec(s.child("position"));
-
-  s.check(o.n_heads > 0, "n_heads", "must be > 0");
-  s.check(o.n_kv_heads >= 0, "n_kv_heads", "must be >= 0 (0 = n_heads)");
-  if (o.n_heads > 0 && o.n_kv_heads > 0) {
-    s.check(o.n_heads % o.n_kv_heads == 0, s.has("n_kv_heads") ? "n_kv_heads" : "n_heads",
-            "n_kv_heads (" + std::to_string(o.n_kv_heads) + ") must divide n_heads (" +
-                std::to_string(o.n_heads) + ")");
-  }
-  s.check(o.head_dim >= 0, "head_dim", "must be >= 0 (0 = d_model / n_heads)");
-  if (o.head_dim == 0 && o.n_heads > 0) {
-    s.check(d_model % o.n_heads == 0, "n_heads",
-            "n_heads (" + std::to_string(o.n_heads) + ") must divide d_model (" +
-                std::to_string(d_model) + "), or set head_dim explicitly");
-  }
-  // 0 is full attention: the default, and what the resolved config writes back out.
-  s.check(o.window >= 0, "window", "must be >= 0 (0 = full attention)");
-  s.check(o.block_size > 0, "block_size", "must be > 0");
-  s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
-  s.check(o.conv_size >= 1, "conv_size", "must be >= 1 (use use_short_conv: false to disable)");
-  s.finish();
-  return o;
-}
-
 int64_t resolved_kv_heads(const AttentionOptions& o) {
   return o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
 }
@@ -73,12 +36,9 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
   TORCH_CHECK(n_heads_ > 0 && head_dim_ > 0 && n_heads_ % n_kv_heads_ == 0,
               "Attention: bad head layout n_heads=", n_heads_, " n_kv_heads=", n_kv_heads_,
               " head_dim=", head_dim_);
-  if (hooks_ & kHookEmbed) {
-    throw ConfigError(opts_.position.where.str() + ": " + opts_.position.path +
-                      ".scheme: scheme '" + scheme_->name() +
-                      "' acts on the input embeddings (embed hook); set it as model.position, "
-                      "not as an attention layer's position");
-  }
+  // The layer graph refuses such a scheme at its config key (mixer_attention.cpp).
+  TORCH_CHECK(!(hooks_ & kHookEmbed), "Attention: scheme '", scheme_->name(),
+              "' acts on the input embeddings (embed hook), not inside attention");
   using torch::nn::LinearOptions;
   const int64_t q_width = n_heads_ * head_dim_ * (opts_.output_gate ? 2 : 1);
   q_proj =

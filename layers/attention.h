@@ -19,15 +19,14 @@
 #include <functional>
 #include <memory>
 
-#include "hybridlab/config.h"
 #include "hybridlab/position.h"
+#include "layers/mixer.h"
 #include "layers/norm.h"
-#include "model/mixer.h"
-#include "model/position_spec.h"
 
 namespace hybridlab {
 
-/// The `model.attention` section (and per-layer overrides of it).
+/// The layer's options (the `model.attention` section without its `position:` map, which the
+/// layer graph turns into the PositionScheme the constructor takes).
 struct AttentionOptions {
   int64_t n_heads = 4;     ///< query heads
   int64_t n_kv_heads = 0;  ///< key/value heads (GQA); 0 = n_heads. Must divide n_heads.
@@ -47,15 +46,7 @@ struct AttentionOptions {
   /// the Forgetting Transformer's "Pro" block shifts keys and values alike, Lin et al. 2025 §3.2).
   bool use_short_conv = false;
   int64_t conv_size = 4;  ///< kernel size of that convolution (>= 1)
-  PositionSpec position;  ///< the positional scheme (`position: {scheme: NAME, ...params}`)
 };
-
-/// Reads an attention options map. `base`: the options this map overrides (per-layer overrides),
-/// nullptr for `model.attention` itself. Records (does not throw) problems: n_heads <= 0,
-/// n_kv_heads not dividing n_heads, n_heads not dividing d_model (when head_dim is automatic),
-/// window < 0, block_size <= 0, norm_eps <= 0, conv_size < 1.
-AttentionOptions read_attention_options(Section s, int64_t d_model,
-                                        const AttentionOptions* base = nullptr);
 
 /// n_kv_heads and head_dim with the automatic values filled in.
 int64_t resolved_kv_heads(const AttentionOptions& o);
@@ -102,7 +93,8 @@ class Attention : public Mixer {
  public:
   /// scheme: the positional scheme (never null; NoPE is a scheme). register_scheme: register it as
   /// the submodule "position" (false when the model owns a scheme shared across layers).
-  /// Throws ConfigError if the scheme uses the embed hook (that belongs to `model.position`).
+  /// Throws c10::Error if the scheme uses the embed hook (that belongs to `model.position`; the
+  /// layer graph refuses it at the config key first).
   Attention(const AttentionOptions& opts, int64_t d_model, std::shared_ptr<PositionScheme> scheme,
             bool register_scheme);
 

@@ -15,9 +15,8 @@
 #include <memory>
 #include <string>
 
-#include "hybridlab/config.h"
+#include "layers/mixer.h"
 #include "layers/norm.h"
-#include "model/mixer.h"
 
 namespace hybridlab {
 
@@ -37,12 +36,6 @@ struct GatedDeltaNetOptions {
   /// everywhere, the reference path.
   bool fused_kernels = true;
 };
-
-/// Reads a Gated DeltaNet options map; `base` as for read_attention_options. Records problems:
-/// n_heads <= 0, n_v_heads not a multiple of n_heads, n_heads not dividing d_model (automatic
-/// head_dim), head_dim·expand_v not a whole number, conv_size < 1, chunk_size <= 0, bad mode.
-GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
-                                                 const GatedDeltaNetOptions* base = nullptr);
 
 /// Decoding state of one layer: the last conv_size−1 inputs of each short convolution and the
 /// recurrent state [B,Hv,d_k,d_v] (fp32).

@@ -8,17 +8,6 @@
 
 namespace hybridlab {
 
-MlpOptions read_mlp_options(Section s) {
-  MlpOptions o;
-  o.intermediate_size = s.get<int64_t>("intermediate_size", o.intermediate_size);
-  o.multiple_of = s.get<int64_t>("multiple_of", o.multiple_of);
-  s.check(o.intermediate_size >= 0, "intermediate_size",
-          "must be >= 0 (0 = round_up(8*d_model/3, multiple_of))");
-  s.check(o.multiple_of > 0, "multiple_of", "must be > 0");
-  s.finish();
-  return o;
-}
-
 int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model) {
   if (opts.intermediate_size > 0) return opts.intermediate_size;
   const int64_t raw = (8 * d_model + 2) / 3;

@@ -8,8 +8,6 @@
 
 #include <cstdint>
 
-#include "hybridlab/config.h"
-
 namespace hybridlab {
 
 /// The `model.mlp` section.
@@ -18,9 +16,6 @@ struct MlpOptions {
   int64_t intermediate_size = 0;
   int64_t multiple_of = 64;  ///< rounding of the automatic width
 };
-
-/// Reads `model.mlp` (intermediate_size >= 0, multiple_of > 0). Records problems in the config.
-MlpOptions read_mlp_options(Section s);
 
 /// The hidden width used for a model of width d_model.
 int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model);

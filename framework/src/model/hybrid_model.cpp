@@ -29,20 +29,6 @@ int64_t count_parameters(const torch::nn::Module& m) {
   return n;
 }
 
-// A scheme's trained-length limit against the lengths the model must serve.
-void check_scheme_length(const PositionScheme& scheme, const PositionSpec& spec,
-                         const ModelBuildContext& ctx) {
-  const int64_t limit = scheme.max_length();
-  const int64_t need = std::max(ctx.max_length, ctx.train_length);
-  if (limit > 0 && need > limit) {
-    throw ConfigError(spec.where.str() + ": " + spec.path + ".scheme: scheme '" + scheme.name() +
-                      "' encodes at most " + std::to_string(limit) +
-                      " positions but the model must serve " + std::to_string(need) +
-                      " (task.seq_len / eval.lengths); raise the scheme's length or shorten the "
-                      "eval lengths");
-  }
-}
-
 }  // namespace
 
 Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidden, double eps,
@@ -127,11 +113,6 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
   for (const auto& [key, scheme] : shared.by_key) {
     shared_schemes_.push_back(
         register_module("shared_position_" + std::to_string(shared_schemes_.size()), scheme));
-  }
-  for (const auto& block : blocks_) {
-    if (auto* attention = dynamic_cast<Attention*>(block->mixer.get())) {
-      check_scheme_length(*attention->scheme(), attention->options().position, ctx);
-    }
   }
   final_norm = register_module("final_norm",
                                std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));

@@ -2,6 +2,7 @@
 // layer (or one shared instance for schemes that ask for it).
 
 #include "layers/attention.h"
+#include "model/layer_options.h"
 #include "model/mixer.h"
 
 namespace hybridlab {
@@ -9,7 +10,8 @@ namespace hybridlab {
 namespace {
 
 std::shared_ptr<Mixer> build_attention(const std::any& any_opts, const MixerBuildContext& ctx) {
-  const auto& opts = std::any_cast<const AttentionOptions&>(any_opts);
+  const auto& mixer_opts = std::any_cast<const AttentionMixerOptions&>(any_opts);
+  const AttentionOptions& opts = mixer_opts.layer;
   PositionContext pc;
   pc.d_model = ctx.d_model;
   pc.n_heads = opts.n_heads;
@@ -19,14 +21,20 @@ std::shared_ptr<Mixer> build_attention(const std::any& any_opts, const MixerBuil
   pc.train_length = ctx.lengths.train_length;
   pc.max_length = ctx.lengths.max_length;
   pc.layer_index = ctx.layer_index;
-  std::shared_ptr<PositionScheme> scheme = build_position_scheme(opts.position, *ctx.host, pc);
+  const PositionSpec& spec = mixer_opts.position;
+  std::shared_ptr<PositionScheme> scheme = build_position_scheme(spec, *ctx.host, pc);
+  if (scheme->hooks() & kHookEmbed) {
+    throw ConfigError(spec.where.str() + ": " + spec.path + ".scheme: scheme '" + scheme->name() +
+                      "' acts on the input embeddings (embed hook); set it as model.position, "
+                      "not as an attention layer's position");
+  }
+  check_scheme_length(*scheme, spec, ctx.lengths);
   bool shared = false;
   if (scheme->shared_across_layers() && ctx.shared) {
     // Layers with the same settings (scheme, params, head layout) use one instance.
-    const std::string key = opts.position.key() + "|H=" + std::to_string(pc.n_heads) +
-                            "|Hkv=" + std::to_string(pc.n_kv_heads) +
-                            "|Dh=" + std::to_string(pc.head_dim) +
-                            (pc.causal ? "|causal" : "|bidir");
+    const std::string key =
+        spec.key() + "|H=" + std::to_string(pc.n_heads) + "|Hkv=" + std::to_string(pc.n_kv_heads) +
+        "|Dh=" + std::to_string(pc.head_dim) + (pc.causal ? "|causal" : "|bidir");
     auto [it, inserted] = ctx.shared->by_key.emplace(key, scheme);
     if (!inserted) scheme = it->second;
     shared = true;
@@ -43,8 +51,8 @@ MixerType attention_mixer_type() {
   t.description =
       "multi-head softmax attention (GQA, window, qk-norm, output gate, positional hooks)";
   t.read = [](Section s, const ModelDims& dims, const std::any* base) -> std::any {
-    return read_attention_options(s, dims.d_model,
-                                  base ? &std::any_cast<const AttentionOptions&>(*base) : nullptr);
+    return read_attention_options(
+        s, dims.d_model, base ? &std::any_cast<const AttentionMixerOptions&>(*base) : nullptr);
   };
   t.build = build_attention;
   return t;

@@ -1,6 +1,7 @@
 // The `gated_deltanet` mixer type (letter G): options from `model.gated_deltanet`.
 
 #include "layers/gated_deltanet.h"
+#include "model/layer_options.h"
 #include "model/mixer.h"
 
 namespace hybridlab {

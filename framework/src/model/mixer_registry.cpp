@@ -5,9 +5,6 @@
 
 namespace hybridlab {
 
-MixerCache::~MixerCache() = default;
-Mixer::~Mixer() = default;
-
 void register_builtin_mixers(MixerRegistry& registry) {
   registry.add(attention_mixer_type());
   registry.add(gated_deltanet_mixer_type());

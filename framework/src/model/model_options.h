@@ -9,6 +9,7 @@
 
 #include "hybridlab/model.h"
 #include "layers/mlp.h"
+#include "model/layer_options.h"
 #include "model/mixer.h"
 #include "model/position_spec.h"
 

@@ -2,6 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <string>
+
+#include "hybridlab/error.h"
+
 namespace hybridlab {
 
 std::string PositionSpec::key() const {
@@ -35,6 +40,20 @@ std::shared_ptr<PositionScheme> build_position_scheme(const PositionSpec& spec, 
   Section empty =
       Config::parse("{}", spec.where.file.empty() ? "<defaults>" : spec.where.file).root();
   return host.create(spec.scheme, empty, ctx);
+}
+
+// A scheme's trained-length limit against the lengths the model must serve.
+void check_scheme_length(const PositionScheme& scheme, const PositionSpec& spec,
+                         const ModelBuildContext& ctx) {
+  const int64_t limit = scheme.max_length();
+  const int64_t need = std::max(ctx.max_length, ctx.train_length);
+  if (limit > 0 && need > limit) {
+    throw ConfigError(spec.where.str() + ": " + spec.path + ".scheme: scheme '" + scheme.name() +
+                      "' encodes at most " + std::to_string(limit) +
+                      " positions but the model must serve " + std::to_string(need) +
+                      " (task.seq_len / eval.lengths); raise the scheme's length or shorten the "
+                      "eval lengths");
+  }
 }
 
 }  // namespace hybridlab

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hybridlab/config.h"
+#include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
 
@@ -30,5 +31,11 @@ PositionSpec read_position_spec(Section s);
 /// config location of the `position:` map).
 std::shared_ptr<PositionScheme> build_position_scheme(const PositionSpec& spec, PluginHost& host,
                                                       const PositionContext& ctx);
+
+/// Throws ConfigError at `spec`'s key when `scheme` encodes fewer positions
+/// (PositionScheme::max_length) than the model must serve: the longer of ctx's train and eval
+/// lengths.
+void check_scheme_length(const PositionScheme& scheme, const PositionSpec& spec,
+                         const ModelBuildContext& ctx);
 
 }  // namespace hybridlab

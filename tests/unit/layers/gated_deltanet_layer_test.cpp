@@ -11,6 +11,7 @@
 #include "layers/gated_deltanet.h"
 #include "layers/gated_deltanet_kernels.h"
 #include "layers_test_util.h"
+#include "model/layer_options.h"
 
 using namespace hybridlab;
 

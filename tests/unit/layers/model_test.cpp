@@ -18,6 +18,7 @@
 #include "layers/gated_deltanet.h"
 #include "layers_test_util.h"
 #include "model/hybrid_model.h"
+#include "model/layer_options.h"
 #include "model/model_options.h"
 
 using namespace hybridlab;
@@ -89,7 +90,9 @@ TEST_CASE("layer graph: explicit list, string pattern and per-layer overrides by
     -1: {n_heads: 2, causal: false}
 )");
   REQUIRE(opts->layers_text == "AGGAA");
-  auto att = [&](size_t i) { return std::any_cast<AttentionOptions>(opts->layers[i].options); };
+  auto att = [&](size_t i) {
+    return std::any_cast<AttentionMixerOptions>(opts->layers[i].options).layer;
+  };
   auto gdn = [&](size_t i) { return std::any_cast<GatedDeltaNetOptions>(opts->layers[i].options); };
   REQUIRE(att(0).window == 8);
   REQUIRE(att(0).n_heads == 4);

@@ -1,0 +1,8 @@
+#include "layers/mixer.h"
+
+namespace hybridlab {
+
+MixerCache::~MixerCache() = default;
+Mixer::~Mixer() = default;
+
+}  // namespace hybridlab
