@@ -157,7 +157,7 @@ struct Experiment {
   EvalOptions eval;
   RuntimeOptions runtime;
   SweepOptions sweep;
-  /// `expect:` — claims about the report's cells, as written (grammar: report/claims.h; checked
+  /// `expect:` — claims about the report's cells, as written (grammar: hybridlab/claims.h; checked
   /// against the variants, metrics and lengths when the sweep is validated).
   std::vector<std::string> expect;
   /// `report:` — plots the report draws besides its defaults (checked against the sweep, the

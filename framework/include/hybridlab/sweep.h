@@ -12,6 +12,7 @@
 // run name is always one safe folder name.
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,20 @@ struct Variant {
 /// The part of a run name for one varied value: `<key>-<value>`, each side through folder_name()
 /// (e.g. "scheme-rope", "seed-0").
 std::string run_name_part(const std::string& key, const std::string& value);
+
+/// The variant a run belongs to: its name without the parts of `drop` keys (the seed, tuned
+/// keys), "main" when nothing is left. E.g. "pattern-GGGA_lr-0.001_seed-1" with drop {seed, lr}
+/// is "pattern-GGGA".
+std::string variant_name(const std::string& run_name,
+                         const std::vector<std::pair<std::string, std::string>>& labels,
+                         const std::set<std::string>& drop);
+
+/// The run name and labels under which evaluation variant `eval` of a run is reported ("trained"
+/// for the trained setting, when the experiment has eval variants): "<name>_eval-<eval>" and the
+/// labels plus eval=<eval>. Claims and the report both name such rows through this.
+std::pair<std::string, std::vector<std::pair<std::string, std::string>>> eval_variant_run(
+    const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+    const std::string& eval);
 
 /// Every variant of `sweep` (one unnamed "main" variant when it is empty). Throws ConfigError for
 /// zip groups of unequal length, exclude entries that match nothing, or two variants with the

@@ -13,12 +13,11 @@
 #include "config/config_state.h"
 #include "experiment/eval_variants.h"
 #include "experiment/report_section.h"
+#include "hybridlab/claims.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
 #include "layers/mlp.h"
 #include "model/model_options.h"
-#include "report/aggregate.h"
-#include "report/claims.h"
 
 namespace hybridlab {
 namespace {
@@ -206,14 +205,14 @@ std::vector<EvalVariant> listed_eval_variants(const Config& vc) {
 // What the claims and plots of `e` may name: its variants (without the seed), its tasks' metrics,
 // its eval lengths (eval variants' included), and the keys its eval variants set.
 struct SweepCatalog {
-  report::ClaimCatalog claims;
+  ClaimCatalog claims;
   std::vector<std::string> eval_keys;
   bool eval_variants = false;
 };
 
 SweepCatalog sweep_catalog(const Experiment& e, const TaskContext& ctx) {
   SweepCatalog out;
-  report::ClaimCatalog& cat = out.claims;
+  ClaimCatalog& cat = out.claims;
   std::set<int64_t> lengths;
   for (const Variant& v : expand_sweep(e.sweep)) {
     std::set<std::string> drop = {"seed"};
@@ -221,12 +220,13 @@ SweepCatalog sweep_catalog(const Experiment& e, const TaskContext& ctx) {
     Config vc = variant_config(e.config, v, e.sweep);
     const std::vector<EvalVariant> evs = listed_eval_variants(vc);
     // With eval variants, each trained variant is reported once per evaluation setting.
-    std::vector<std::pair<std::string, report::Labels>> rows = {{v.name, v.labels}};
+    std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> rows = {
+        {v.name, v.labels}};
     if (!evs.empty()) {
       out.eval_variants = true;
-      rows = {report::eval_variant_run(v.name, v.labels, "trained")};
+      rows = {eval_variant_run(v.name, v.labels, "trained")};
       for (const EvalVariant& ev : evs) {
-        rows.push_back(report::eval_variant_run(v.name, v.labels, ev.name));
+        rows.push_back(eval_variant_run(v.name, v.labels, ev.name));
         for (const auto& [key, value] : ev.set) {
           if (std::find(out.eval_keys.begin(), out.eval_keys.end(), key) == out.eval_keys.end())
             out.eval_keys.push_back(key);
@@ -234,7 +234,7 @@ SweepCatalog sweep_catalog(const Experiment& e, const TaskContext& ctx) {
       }
     }
     for (const auto& [name, labels] : rows) {
-      report::ClaimVariant cv{report::variant_name(name, labels, drop), {}};
+      ClaimVariant cv{variant_name(name, labels, drop), {}};
       for (const auto& [k, val] : labels) {
         if (!drop.count(k)) cv.labels.emplace_back(k, val);
       }
@@ -296,14 +296,14 @@ PlotCatalog plot_catalog(const Experiment& e, const SweepCatalog& sweep) {
 
 // Parses and resolves every `expect:` claim against the experiment's variants, metrics and eval
 // lengths; throws one ConfigError listing each bad claim at file:line:col inside its text.
-void check_claims(const Experiment& e, const report::ClaimCatalog& cat) {
+void check_claims(const Experiment& e, const ClaimCatalog& cat) {
   if (e.expect.empty() || !e.task) return;
   std::string problems;
   for (size_t i = 0; i < e.expect.size(); ++i) {
     try {
-      report::Claim c = report::parse_claim(e.expect[i]);
-      report::resolve_claim(c, cat);
-    } catch (const report::ClaimError& err) {
+      Claim c = parse_claim(e.expect[i]);
+      resolve_claim(c, cat);
+    } catch (const ClaimError& err) {
       const std::string key = "expect." + std::to_string(i);
       Location where = e.config.location(key);
       // A quoted claim starts one column after its quote.

@@ -24,36 +24,6 @@ std::string RunData::label(const std::string& key) const {
   return "";
 }
 
-std::string variant_name(const std::string& run_name, const Labels& labels,
-                         const std::set<std::string>& drop) {
-  std::string name = run_name;
-  for (const auto& [k, v] : labels) {
-    if (!drop.count(k)) continue;
-    const std::string part = run_name_part(k, v);
-    // A part is whole between '_' separators (or the ends), so "seed-1" never eats "seed-10".
-    for (size_t at = name.find(part); at != std::string::npos; at = name.find(part, at + 1)) {
-      const size_t end = at + part.size();
-      const bool starts = at == 0 || name[at - 1] == '_';
-      const bool ends = end == name.size() || name[end] == '_';
-      if (!starts || !ends) continue;
-      if (at > 0) {
-        name.erase(at - 1, part.size() + 1);
-      } else {
-        name.erase(0, std::min(name.size(), part.size() + 1));
-      }
-      break;
-    }
-  }
-  return name.empty() ? "main" : name;
-}
-
-std::pair<std::string, Labels> eval_variant_run(const std::string& name, const Labels& labels,
-                                                const std::string& eval) {
-  Labels out = labels;
-  out.emplace_back("eval", eval);
-  return {name + "_" + run_name_part("eval", eval), out};
-}
-
 bool metric_higher_is_better(const std::string& metric, const std::string& primary,
                              bool primary_higher_is_better) {
   if (metric == primary) return primary_higher_is_better;

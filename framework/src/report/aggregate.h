@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "hybridlab/sweep.h"
 #include "report/health.h"
 #include "report/stats.h"
 
@@ -44,17 +45,9 @@ struct RunData {
   std::string label(const std::string& key) const;
 };
 
-/// The variant a run belongs to: its name without the parts of `drop` keys (the seed, tuned
-/// keys), "main" when nothing is left. E.g. "pattern-GGGA_lr-0.001_seed-1" with drop {seed, lr}
-/// is "pattern-GGGA".
-std::string variant_name(const std::string& run_name, const Labels& labels,
-                         const std::set<std::string>& drop);
-
-/// The run name and labels under which evaluation variant `eval` of a run is reported ("trained"
-/// for the trained setting, when the experiment has eval variants): "<name>_eval-<eval>" and the
-/// labels plus eval=<eval>. Claims and the report both name such rows through this.
-std::pair<std::string, Labels> eval_variant_run(const std::string& name, const Labels& labels,
-                                                const std::string& eval);
+// variant_name() and eval_variant_run() name rows as the sweep names runs (hybridlab/sweep.h).
+using hybridlab::eval_variant_run;
+using hybridlab::variant_name;
 
 /// Whether a larger value of `metric` is better: the task's direction for its primary metric;
 /// otherwise false for losses, bits and perplexities (names containing "loss", "bits" or

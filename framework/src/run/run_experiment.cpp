@@ -49,7 +49,7 @@ std::string self_exe() {
 // `run --only NAME`: the same claim and the same execution, in this process; a refusal or a busy
 // folder is an error (exit 2) rather than a recorded failure.
 void run_only_here(const RunJob& job, const RunRequest& req, SweepOutcome& out) {
-  Claim c = claim_run(job, req.train_only);
+  RunClaim c = claim_run(job, req.train_only);
   if (c.plan.action == RunAction::kSkip) {
     if (!req.quiet) say("{}: {}\n", job.name, c.plan.message);
     out.skipped = 1;

@@ -26,8 +26,8 @@ namespace hybridlab {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Claim claim_run(const RunJob& job, bool train_only) {
-  Claim c;
+RunClaim claim_run(const RunJob& job, bool train_only) {
+  RunClaim c;
   auto lock = std::make_unique<RunLock>(job.dir);
   const RunFolder folder(job.dir);
   c.plan = prepare_run_folder(folder, job.source, job.id, train_only);
@@ -56,7 +56,7 @@ struct Counter {
 // Claims a job for the scheduler: a skip, a refusal or a busy folder is counted here.
 std::unique_ptr<RunLock> claim_counted(const RunJob& job, const ScheduleOptions& o, Counter& n) {
   try {
-    Claim c = claim_run(job, o.train_only);
+    RunClaim c = claim_run(job, o.train_only);
     if (c.plan.action == RunAction::kSkip) {
       ++n.out.skipped;
       if (!o.quiet) say("{}: {}\n", job.name, c.plan.message);

@@ -43,10 +43,10 @@ void schedule_runs(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Sw
 /// the rule (prepare_run_folder). A job with `crash` set gets status `failed` with that message.
 /// `lock` is set only when the run must execute now. Throws RunBusy (another live writer) and
 /// UserError (the folder cannot be written).
-struct Claim {
+struct RunClaim {
   RunPlan plan;
   std::unique_ptr<RunLock> lock;
 };
-Claim claim_run(const RunJob& job, bool train_only);
+RunClaim claim_run(const RunJob& job, bool train_only);
 
 }  // namespace hybridlab
