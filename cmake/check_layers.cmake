@@ -1,0 +1,156 @@
+# The include check of the code's layers: every `#include "..."` in framework/ and layers/ must
+# point down or sideways (never to a higher layer) and, across modules, only at public headers
+# (framework/include/hybridlab/, or a folder's own interface as listed below). Includes that break
+# the rule today are listed in cmake/layer_exceptions.txt (layers/, util/ and plot/ are libraries
+# whose every header is their interface); a new one fails, and so does a listed
+# one that no longer occurs (remove it from the list: the list only shrinks).
+#
+# usage: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake
+# The layers, lowest first (docs/design.md, "Layers"):
+#   0 base        util, config, runtime, plot, position (the positional SDK)
+#   1 nn          layers/ (LibTorch and BLAS kernels, the Mixer interface)
+#   2 model       model, plugin, inspect
+#   3 data        tasks
+#   4 experiment  experiment, sweep
+#   5 run         run, train, eval, generate, distributed
+#   6 analysis    analysis
+#   7 report      report
+#   8 cli         framework/cli
+cmake_minimum_required(VERSION 3.16)
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake")
+endif()
+
+set(rank_util 0)
+set(rank_config 0)
+set(rank_runtime 0)
+set(rank_plot 0)
+set(rank_position 0)
+set(rank_layers 1)
+set(rank_model 2)
+set(rank_plugin 2)
+set(rank_inspect 2)
+set(rank_tasks 3)
+set(rank_experiment 4)
+set(rank_sweep 4)
+set(rank_run 5)
+set(rank_train 5)
+set(rank_eval 5)
+set(rank_generate 5)
+set(rank_distributed 5)
+set(rank_analysis 6)
+set(rank_report 7)
+set(rank_cli 8)
+
+# framework/include/hybridlab/<name>.h -> the module that implements it.
+set(public_error util)
+set(public_version util)
+set(public_config config)
+set(public_runtime runtime)
+set(public_position position)
+set(public_plugin_host plugin)
+set(public_model model)
+set(public_task tasks)
+set(public_experiment experiment)
+set(public_sweep sweep)
+set(public_claims experiment)
+set(public_evaluator eval)
+set(public_trainer train)
+set(public_generate generate)
+set(public_run run)
+set(public_run_record run)
+set(public_distributed distributed)
+set(public_analysis analysis)
+set(public_analysis_options experiment)  # the `report.analysis` options the experiment reads
+set(public_report report)
+
+# The module of a repository path (framework/src/<module>/..., layers/..., framework/cli/...,
+# framework/include/hybridlab/<header>.h).
+function(module_of path out)
+  if(path MATCHES "^layers/")
+    set(m layers)
+  elseif(path MATCHES "^framework/cli/")
+    set(m cli)
+  elseif(path MATCHES "^framework/src/([^/]+)/")
+    set(m ${CMAKE_MATCH_1})
+  elseif(path MATCHES "^framework/include/hybridlab/([^/.]+)\\.h")
+    set(m ${public_${CMAKE_MATCH_1}})
+    if(NOT m)
+      message(FATAL_ERROR "check_layers: public header ${path} has no module: add "
+                          "public_${CMAKE_MATCH_1} to cmake/check_layers.cmake")
+    endif()
+  endif()
+  if(NOT DEFINED rank_${m})
+    message(FATAL_ERROR "check_layers: '${path}' is in module '${m}', which has no layer: add "
+                        "rank_${m} to cmake/check_layers.cmake and docs/design.md")
+  endif()
+  set(${out} ${m} PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
+     ${SOURCE_DIR}/framework/*.cpp ${SOURCE_DIR}/framework/*.h
+     ${SOURCE_DIR}/layers/*.cpp ${SOURCE_DIR}/layers/*.h)
+list(SORT files)
+set(found "")
+foreach(f IN LISTS files)
+  module_of(${f} from)
+  file(STRINGS ${SOURCE_DIR}/${f} lines REGEX "^#include \"[^\"]+\"")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
+    set(private FALSE)
+    if(inc MATCHES "^hybridlab/([^/.]+)\\.h$")
+      module_of("framework/include/${inc}" to)
+    elseif(inc MATCHES "^(layers|util|plot)/")
+      # Libraries whose every header is their interface: the nn layer, and two base utilities
+      # (atomic files and console output; CSV and gnuplot plots).
+      set(to ${CMAKE_MATCH_1})
+    elseif(NOT inc MATCHES "/")
+      set(to ${from})  # a header beside the file
+    elseif(inc MATCHES "^([^/]+)/")
+      set(to ${CMAKE_MATCH_1})
+      set(private TRUE)
+      if(NOT DEFINED rank_${to})
+        message(FATAL_ERROR "check_layers: ${f} includes '${inc}' from unknown module '${to}'")
+      endif()
+    endif()
+    set(why "")
+    if(rank_${to} GREATER rank_${from})
+      set(why "up: ${from} (layer ${rank_${from}}) -> ${to} (layer ${rank_${to}})")
+    elseif(private AND NOT to STREQUAL from)
+      set(why "private header of module ${to}")
+    endif()
+    if(why)
+      list(APPEND found "${f} -> ${inc}")
+      set(why_${f}_${inc} "${why}")
+    endif()
+  endforeach()
+endforeach()
+
+set(exceptions_file ${SOURCE_DIR}/cmake/layer_exceptions.txt)
+file(STRINGS ${exceptions_file} listed REGEX "^[^#].* -> ")
+set(failed FALSE)
+foreach(v IN LISTS found)
+  list(FIND listed "${v}" at)
+  if(at EQUAL -1)
+    string(REPLACE " -> " ";" pair "${v}")
+    list(GET pair 0 f)
+    list(GET pair 1 inc)
+    message(SEND_ERROR "${v}: ${why_${f}_${inc}}; include a public header of a lower layer "
+                       "(docs/design.md, Layers)")
+    set(failed TRUE)
+  endif()
+endforeach()
+foreach(v IN LISTS listed)
+  list(FIND found "${v}" at)
+  if(at EQUAL -1)
+    message(SEND_ERROR "${v}: listed in cmake/layer_exceptions.txt but no longer included: "
+                       "remove the line")
+    set(failed TRUE)
+  endif()
+endforeach()
+list(LENGTH found n_found)
+list(LENGTH files n_files)
+if(failed)
+  message(FATAL_ERROR "check_layers: include rule broken (see above)")
+endif()
+message(STATUS "check_layers: ${n_files} files; ${n_found} listed exceptions remain")
