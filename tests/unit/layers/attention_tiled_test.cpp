@@ -222,6 +222,7 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
       {"xpos", "{}", kHookRotate},
       {"p_rope", "{p: 0.5}", kHookRotate},
       {"rope", "{rotate_num_heads: 2}", kHookRotate},
+      {"nope_temperature", "{floor_scale: 4}", kHookRotate},
   };
   auto host = hybridlab::test::test_host();
   const torch::Dtype dtype = GENERATE(torch::kDouble, torch::kFloat);

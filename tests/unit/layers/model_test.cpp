@@ -278,6 +278,20 @@ TEST_CASE("model: iRoPE / no_rope_layers written as per-layer overrides", "[mode
     REQUIRE(s.layers[size_t(i)].position == ((i + 1) % 4 == 0 ? "nope" : "rope"));
   }
   REQUIRE(s.position_share == Approx(0.75));
+  // Llama 4's NoPE layers also scale the queries with position (nope_temperature).
+  auto llama4 = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: {pattern: A, repeat: 8}
+  attention: {n_heads: 2, position: {scheme: rope, rope_theta: 500000}}
+  overrides: {3: &nope {position: {scheme: nope_temperature}}, 7: *nope}
+)",
+                      *host);
+  const ModelSummary l = llama4->summary(64);
+  for (int64_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    REQUIRE(l.layers[size_t(i)].position == ((i + 1) % 4 == 0 ? "nope_temperature" : "rope"));
+  }
 }
 
 TEST_CASE("model summary CLI prints the layer table and totals", "[model][cli]") {

@@ -236,6 +236,7 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   REQUIRE(hooks.at("fire") == kHookLogitBias);
   REQUIRE(hooks.at("xpos") == kHookRotate);
   REQUIRE(hooks.at("p_rope") == kHookRotate);
+  REQUIRE(hooks.at("nope_temperature") == kHookRotate);
   const Run r = run_cli("plugins list", "list");
   INFO(r.output);
   REQUIRE(r.code == 0);
