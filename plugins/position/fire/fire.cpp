@@ -14,8 +14,9 @@
 // The bias depends on the query's absolute position, so it is not Toeplitz: a shift of all
 // positions changes it, and a decoding step must be called with the true position i (the
 // attention layer passes absolute positions to every hook). Keys after the query (bidirectional
-// attention) get ψ(|i − j|) like those before it. The MLP runs in the parameters' dtype (fp32
-// unless the model is cast). FIRE can be shared by every layer (the paper mentions both); it is
+// attention) get ψ(|i − j|) like those before it. Positions, ψ and the MLP are computed in fp32
+// whatever the model's dtype (fp64 for an fp64 model): a bf16 position is exact only up to 256.
+// FIRE can be shared by every layer (the paper mentions both); it is
 // per layer by default, `shared_across_layers: true` shares one instance.
 
 #include <cmath>
@@ -53,20 +54,30 @@ class Fire : public hybridlab::PositionScheme {
   uint32_t hooks() const override { return hybridlab::kHookLogitBias; }
   bool shared_across_layers() const override { return shared_; }
 
-  /// The MLP input ψ(i − j)/(ψ(max(i, L)) + ε) [Tq,Tk] in the parameters' dtype.
+  /// fp32, or fp64 for fp64 parameters: positions in bf16 are exact only up to 256.
+  torch::ScalarType compute_dtype() const {
+    return c_.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  }
+
+  /// The MLP input ψ(i − j)/(ψ(max(i, L)) + ε) [Tq,Tk] in compute_dtype().
   torch::Tensor normalised_distance(const torch::Tensor& q_pos, const torch::Tensor& k_pos) const {
-    const auto dtype = c_.scalar_type();
+    const auto dtype = compute_dtype();
     const torch::Tensor i = q_pos.to(dtype).unsqueeze(1);  // [Tq,1]
     const torch::Tensor rel = i - k_pos.to(dtype).unsqueeze(0);
-    auto psi = [&](const torch::Tensor& x) { return torch::log1p((c_ * x).abs()); };
-    const torch::Tensor threshold = (length_mult_ * length_).abs();
+    const torch::Tensor c = c_.to(dtype);
+    auto psi = [&](const torch::Tensor& x) { return torch::log1p((c * x).abs()); };
+    const torch::Tensor threshold = (length_mult_.to(dtype) * length_).abs();
     return psi(rel) / (psi(torch::maximum(i, threshold)) + eps_);
   }
 
-  // q_pos [Tq], k_pos [Tk] -> [H,Tq,Tk].
+  // q_pos [Tq], k_pos [Tk] -> [H,Tq,Tk] in the parameters' dtype; the MLP runs in
+  // compute_dtype() (the reference notes recommend fp32).
   torch::Tensor logit_bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) override {
+    const auto dtype = compute_dtype();
     const torch::Tensor x = normalised_distance(q_pos, k_pos).unsqueeze(-1);  // [Tq,Tk,1]
-    return mlp_out_->forward(torch::relu(mlp_in_->forward(x))).permute({2, 0, 1});
+    const torch::Tensor h = torch::relu(
+        torch::linear(x, mlp_in_->weight.to(dtype), mlp_in_->bias.to(dtype)));  // [Tq,Tk,W]
+    return torch::linear(h, mlp_out_->weight.to(dtype)).permute({2, 0, 1}).to(c_.scalar_type());
   }
 
   std::vector<PositionTable> inspect(int64_t length) override {

@@ -62,17 +62,18 @@ class Kerple : public hybridlab::PositionScheme {
     }
   }
 
-  // q_pos [Tq], k_pos [Tk] -> [H,Tq,Tk] in the parameters' dtype.
+  // q_pos [Tq], k_pos [Tk] -> [H,Tq,Tk] in the parameters' dtype. Computed in fp32 (fp64 for
+  // fp64 parameters), so a bf16 or fp16 model rounds the bias once, not at every step.
   torch::Tensor logit_bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) override {
     project();
-    const torch::Tensor dist = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0))
-                                   .abs()
-                                   .to(r1_.scalar_type())
-                                   .unsqueeze(0);  // [1,Tq,Tk]
-    const torch::Tensor r1 = r1_.view({-1, 1, 1}), r2 = r2_.view({-1, 1, 1});
-    if (kernel_ == Kernel::kLog) return -r1 * torch::log1p(r2 * dist);
+    const auto dtype = r1_.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    const torch::Tensor dist =
+        (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs().to(dtype).unsqueeze(0);  // [1,Tq,Tk]
+    const torch::Tensor r1 = r1_.to(dtype).view({-1, 1, 1}), r2 = r2_.to(dtype).view({-1, 1, 1});
     // pow's backward masks d/dp 0^p = 0·ln 0 to 0 for p > 0 (the trap in the reference notes).
-    return -r1 * torch::pow(dist, r2);
+    const torch::Tensor bias =
+        kernel_ == Kernel::kLog ? -r1 * torch::log1p(r2 * dist) : -r1 * torch::pow(dist, r2);
+    return bias.to(r1_.scalar_type());
   }
 
   std::vector<PositionTable> inspect(int64_t length) override {

@@ -83,6 +83,16 @@ TEST_CASE("fire: depends on the absolute query position; rows and tiles match th
   REQUIRE(std::abs(input_at(*fire, 100, 90) - input_at(*fire, 1100, 1090)) > 0.02);
 }
 
+TEST_CASE("fire: a bf16 model computes positions and the MLP in fp32", "[position][fire]") {
+  // In bf16, 999 and 1000 are the same number; the input at (1000, 999) must stay ln 1.1 / ln 101.
+  auto fire = make_scheme("fire", "", test_context(1));
+  identity_mlp(*fire);
+  fire->to(torch::kBFloat16);
+  const torch::Tensor b = fire->logit_bias(positions({1000}), positions({999}));
+  REQUIRE(b.scalar_type() == torch::kBFloat16);
+  REQUIRE(std::abs(b.item<double>() - 0.0206517) < 2e-4);  // bf16 rounding of the result only
+}
+
 TEST_CASE("fire: gradients reach c, L_mult and the MLP", "[position][fire]") {
   torch::manual_seed(42);
   auto fire = make_scheme("fire", "", test_context(2));
