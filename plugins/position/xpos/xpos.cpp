@@ -13,16 +13,18 @@
 // keys of one call, ζ^((n−c)/B) and ζ^(−(m−c)/B); c cancels in every logit. Uncentred, the key
 // scale (1/ζ_0)^(m/B) = 3.5^(m/512) passes the fp16 maximum at m ≈ 4.5K. The centre is the
 // midpoint ⌊(min + max + 1)/2⌋ of the call's positions (x-transformers' max_pos // 2 when positions
-// start at 0; torchscale centres the same way), so a scaled q or k stays within (1/ζ_0)^(S/2B)
-// for a span S of positions: fp16 holds spans up to about 9K tokens at B = 512, bf16 and fp32 any
-// length here. Keys are cached unrotated, so a decoding step rescales every cached key with the
-// step's centre: the logits are those of one forward up to rounding. Angles and scales are
-// computed in float64 and cast to q's dtype.
+// start at 0; torchscale centres the same way), so the scale stays within (1/ζ_0)^(S/2B) for a
+// span S of positions: below fp16's maximum for spans up to about 9K tokens at B = 512 (fewer
+// when q or k entries are large, since the scale multiplies them; an fp16 call past it throws),
+// any length here in bf16 and fp32. Keys are cached unrotated, so a decoding step rescales every
+// cached key with the step's centre: the logits are those of one forward up to rounding. Angles and
+// scales are computed in float64 and cast to q's dtype.
 //
 // Layout: pairs (2k, 2k+1) by default, as torchscale (rotate_every_two) and x-transformers do;
 // `layout: half` pairs (k, k + d/2) as the rope plugin's default.
 
 #include <cmath>
+#include <stdexcept>
 
 #include "hybridlab/position.h"
 
@@ -44,6 +46,7 @@ class Xpos : public hybridlab::PositionScheme {
     }
     inv_freq_ = torch::tensor(inv, torch::kDouble);
     log_zeta_ = torch::tensor(zeta, torch::kDouble).log();
+    log_zeta0_ = std::log(zeta[0]);
   }
 
   std::string name() const override { return "xpos"; }
@@ -52,13 +55,16 @@ class Xpos : public hybridlab::PositionScheme {
   /// ζ_k, k = 0 … d/2 − 1 (float64).
   torch::Tensor zeta() const { return log_zeta_.exp(); }
 
-  /// The centre of a call: the midpoint of every position it holds (see the file comment).
-  static int64_t centre(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
-    const int64_t lo = std::min(q_pos.min().item<int64_t>(), k_pos.min().item<int64_t>());
-    const int64_t hi = std::max(q_pos.max().item<int64_t>(), k_pos.max().item<int64_t>());
-    // Floor division that is right for negative sums too.
+  /// The lowest and highest position of a call.
+  static std::pair<int64_t, int64_t> span(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+    return {std::min(q_pos.min().item<int64_t>(), k_pos.min().item<int64_t>()),
+            std::max(q_pos.max().item<int64_t>(), k_pos.max().item<int64_t>())};
+  }
+
+  /// The centre of a call: the midpoint ⌊(lo + hi + 1)/2⌋ of every position it holds.
+  static int64_t centre(int64_t lo, int64_t hi) {
     const int64_t s = lo + hi + 1;
-    return s >= 0 ? s / 2 : -((-s + 1) / 2);
+    return s >= 0 ? s / 2 : -((-s + 1) / 2);  // floor division, right for negative sums too
   }
 
   /// cos·scale and sin·scale [T, d/2] for positions `pos`, with scale ζ^(sign·(pos − c)/B).
@@ -88,7 +94,20 @@ class Xpos : public hybridlab::PositionScheme {
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& q_pos,
                                                  const torch::Tensor& k_pos) override {
-    const int64_t c = centre(q_pos, k_pos);
+    const auto [lo, hi] = span(q_pos, k_pos);
+    const int64_t c = centre(lo, hi);
+    if (q.scalar_type() == torch::kHalf || k.scalar_type() == torch::kHalf) {
+      // The largest scale, (1/ζ_0)^(max|p − c|/B), must stay below fp16's maximum; past it the
+      // rotated q or k would hold infinities.
+      const double worst = double(std::max(hi - c, c - lo)) / scale_base_ * -log_zeta0_;
+      if (worst >= std::log(65504.0)) {
+        throw std::runtime_error(
+            "xpos: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
+            " need a scale of e^" + std::to_string(worst) +
+            ", past the fp16 maximum 65504 (fp16 holds spans of about 2·B·ln(65504)/ln(1/zeta_0) "
+            "positions); use bf16 or fp32, or a larger scale_base");
+      }
+    }
     const auto [cq, sq] = cos_sin(q_pos, c, +1.0, q.scalar_type());
     const auto [ck, sk] = cos_sin(k_pos, c, -1.0, k.scalar_type());
     return {apply(q, cq, sq), apply(k, ck, sk)};
@@ -104,7 +123,7 @@ class Xpos : public hybridlab::PositionScheme {
     f.row_label = "pair k";
     out.push_back(f);
     const torch::Tensor pos = torch::arange(length, torch::kLong);
-    const int64_t c = centre(pos, pos);
+    const int64_t c = centre(0, length - 1);
     PositionTable s;
     s.name = "query_scale";
     s.description = "query scale zeta_k^((n - c)/B), centre c = " + std::to_string(c) +
@@ -164,7 +183,7 @@ class Xpos : public hybridlab::PositionScheme {
 
  private:
   int64_t head_dim_;
-  double scale_base_;
+  double scale_base_, log_zeta0_ = 0;  // ln ζ_0: the fastest-growing scale
   bool interleaved_;
   torch::Tensor inv_freq_, log_zeta_;  // [d/2] float64
 };

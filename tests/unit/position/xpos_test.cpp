@@ -123,6 +123,16 @@ TEST_CASE("xpos: centred scales keep fp16 finite where uncentred ones overflow",
   const double ka = std::hypot(k0[0].item<double>(), k0[1].item<double>());
   REQUIRE(std::abs(qa / std::sqrt(2.0) - std::pow(3.5, 6.0)) < 2.0);
   REQUIRE(std::abs(qa * ka / 2.0 - 1.0) < 3e-3);
+  // A span of 10000 positions needs 3.5^(5000/512) = 2.0e5 > 65504: refused in fp16, with the
+  // span named, instead of infinities; fine in bf16.
+  const torch::Tensor wide = torch::arange(10000, torch::kLong);
+  const torch::Tensor w16 = torch::ones({1, 1, 10000, 8}, torch::kHalf);
+  REQUIRE_THROWS_WITH(xpos->rotate(w16, w16, wide, wide),
+                      Catch::Contains("positions 0..9999") && Catch::Contains("fp16 maximum"));
+  const auto [bq, bk] =
+      xpos->rotate(w16.to(torch::kBFloat16), w16.to(torch::kBFloat16), wide, wide);
+  REQUIRE(torch::isfinite(bq).all().item<bool>());
+  REQUIRE(torch::isfinite(bk).all().item<bool>());
 }
 
 TEST_CASE("xpos: bad settings name the key", "[position][xpos][errors]") {
