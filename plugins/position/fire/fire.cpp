@@ -15,9 +15,9 @@
 // positions changes it, and a decoding step must be called with the true position i (the
 // attention layer passes absolute positions to every hook). Keys after the query (bidirectional
 // attention) get ψ(|i − j|) like those before it. Positions, ψ and the MLP are computed in fp32
-// whatever the model's dtype (fp64 for an fp64 model): a bf16 position is exact only up to 256.
-// FIRE can be shared by every layer (the paper mentions both); it is
-// per layer by default, `shared_across_layers: true` shares one instance.
+// (fp64 for an fp64 model) whatever the model's dtype: a bf16 position is exact only up to 256.
+// Whether the paper shares FIRE across layers is unverified (the reference notes mention a shared
+// variant); it is per layer by default, and `shared_across_layers: true` shares one instance.
 
 #include <cmath>
 

@@ -14,9 +14,9 @@
 // (an earlier tile of the same step) does not see a version bump. After an optimizer step the
 // first call of the next step clamps; later calls are no-ops.
 //
-// Initialisation follows the reference: the scale is U(0,1) and the other parameter 2·U(0,1)
-// for the log kernel (r1 = p, r2 = a), the exponent 2·U(0,1) and the scale U(0,1) for the power
-// kernel (r2 = p, r1 = a), then projected; r1_init / r2_init set every head to one value.
+// Initialisation follows the reference, which draws p = 2·U(0,1) and a = U(0,1) per head and
+// uses −p·ln(1 + a·|i − j|) (log: r1 = p, r2 = a) and −a·|i − j|^p (power: r1 = a, r2 = p, the
+// exponent), then projects; r1_init / r2_init set every head to one value instead.
 // The kernel depends on |i − j| only, so it is the same for any shift of all positions and for
 // a decoding step (one row of the matrix).
 
