@@ -257,6 +257,17 @@ TEST_CASE("model summary: learned positional schemes count as the layer's parame
     REQUIRE(s.shared_position_parameters == 0);
     REQUIRE(s.position_share == Approx(1.0));
   }
+  // One FIRE shared by both layers: counted once, as the model's shared position parameters.
+  auto shared = build(
+      "model:\n  d_model: 16\n  vocab_size: 10\n  layers: AA\n  attention: {n_heads: 2, "
+      "position: {scheme: fire, mlp_width: 8, shared_across_layers: true}}\n",
+      *host);
+  const ModelSummary s = shared->summary(64);
+  REQUIRE(s.shared_position_parameters == 2 + 16 + 8 * H);
+  REQUIRE(s.layers[0].mixer_parameters == attn);
+  auto* a0 = dynamic_cast<Attention*>(shared->blocks()[0]->mixer.get());
+  auto* a1 = dynamic_cast<Attention*>(shared->blocks()[1]->mixer.get());
+  REQUIRE(a0->scheme() == a1->scheme());
 }
 
 TEST_CASE("model: iRoPE / no_rope_layers written as per-layer overrides", "[model][plugins]") {
