@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -289,6 +290,26 @@ TEST_CASE("model: iRoPE / no_rope_layers written as per-layer overrides", "[mode
     REQUIRE(s.layers[size_t(i)].position == ((i + 1) % 4 == 0 ? "nope" : "rope"));
   }
   REQUIRE(s.position_share == Approx(0.75));
+  // The RoPE layers keep the base settings: θ_1 = 500000^(−2/8) = 0.0376 (head_dim 8), not the
+  // default 10000^(−2/8) = 0.1 (an override once overwrote the base position map).
+  for (int64_t i : {0, 6}) {
+    CAPTURE(i);
+    auto* a = dynamic_cast<Attention*>(model->blocks()[size_t(i)]->mixer.get());
+    const auto tables = a->scheme()->inspect(4);
+    REQUIRE(tables[0].name == "inv_freq");
+    REQUIRE(tables[0].values[1][0].item<double>() == Approx(std::pow(500000.0, -0.25)));
+  }
+  // An override to a scheme with keys of its own.
+  auto mixed = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: AA
+  attention: {n_heads: 2, position: {scheme: rope, rope_theta: 500000}}
+  overrides: {1: {position: {scheme: alibi, mode: symmetric}}}
+)",
+                     *host);
+  REQUIRE(mixed->summary(64).layers[0].position == "rope");
+  REQUIRE(mixed->summary(64).layers[1].position == "alibi");
   // Llama 4's NoPE layers also scale the queries with position (nope_temperature).
   auto llama4 = build(R"(model:
   d_model: 16
