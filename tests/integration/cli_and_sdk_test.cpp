@@ -97,7 +97,9 @@ TEST_CASE("cli: config show prints the resolved config with defaults", "[cli]") 
 
 TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and loads",
           "[sdk][slow]") {
-  const fs::path work = fs::temp_directory_path() / "hybridlab_sdk_test";
+  // Under this build folder, not a fixed /tmp path: two checkouts testing at once on one machine
+  // removed each other's build mid-compile there.
+  const fs::path work = fs::path(HYBRIDLAB_BINARY_DIR) / "test_sdk_work";
   fs::remove_all(work);
   fs::create_directories(work);
   const std::string prefix = (work / "prefix").string();

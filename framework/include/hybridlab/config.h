@@ -151,7 +151,19 @@ class Section {
   Config config() const { return Config(state_); }
 
   Section(const Section&) = default;
-  Section& operator=(const Section&) = default;
+  /// Rebinds this section to `other`'s map. A defaulted assignment would assign YAML::Node to
+  /// YAML::Node, which in yaml-cpp writes `other`'s map into the tree where this section's map
+  /// is: assigning a layer override's position spec over the base one's replaced
+  /// model.attention.position for every layer (rope_theta silently back to its default).
+  Section& operator=(const Section& other) {
+    if (this != &other) {
+      state_ = other.state_;
+      path_ = other.path_;
+      node_.reset(other.node_);
+      known_ = other.known_;
+    }
+    return *this;
+  }
 
  private:
   friend class Config;

@@ -19,10 +19,16 @@
 //             else short_factor; attention factor √(1 + ln f / ln original_max)
 //   llama3    three wavelength bands: keep θ (short), θ/factor (long), smooth mix in between
 // M / original_max_position_embeddings defaults to the training length (task.seq_len).
+//
+// rotate_num_heads = n rotates only the last n query heads and leaves the others as NoPE
+// (x-transformers' `rotate_num_heads`, which refuses grouped-query attention). With GQA the key
+// heads follow their query groups: query head h reads key head h / G (G = n_heads / n_kv_heads),
+// so n must be a multiple of G and the last n / G key heads are rotated.
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "hybridlab/position.h"
 
@@ -58,6 +64,8 @@ struct RopeSettings {
   double mscale = 0.0, mscale_all_dim = 0.0;
   std::vector<double> short_factor, long_factor;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;
+  int64_t n_heads = 0, n_kv_heads = 0;  // of the layer
+  int64_t rotate_heads = 0;             // query heads rotated (the last ones); 0 = all
 };
 
 // θ_k = base^(−2k/d), k = 0 … d/2 − 1 (HF: 1/base^(arange(0,d,2)/d)).
@@ -214,11 +222,20 @@ class Rope : public hybridlab::PositionScheme {
     }
     const torch::Tensor inv = inv_freq_tensor(seq_len, q.device());
     const auto [cq, sq] = cos_sin(q_pos, inv, q.scalar_type());
-    if (q_pos.is_same(k_pos) && q.scalar_type() == k.scalar_type()) {
-      return {apply(q, cq, sq), apply(k, cq, sq)};
+    torch::Tensor ck = cq, sk = sq;
+    if (!q_pos.is_same(k_pos) || q.scalar_type() != k.scalar_type()) {
+      std::tie(ck, sk) = cos_sin(k_pos, inv, k.scalar_type());
     }
-    const auto [ck, sk] = cos_sin(k_pos, inv, k.scalar_type());
-    return {apply(q, cq, sq), apply(k, ck, sk)};
+    if (s_.rotate_heads == 0 || s_.rotate_heads >= q.size(1))
+      return {apply(q, cq, sq), apply(k, ck, sk)};
+    // Only the last rotate_heads query heads and the key heads of their groups.
+    auto last = [&](const torch::Tensor& x, int64_t n, const torch::Tensor& c,
+                    const torch::Tensor& s) {
+      const int64_t keep = x.size(1) - n;
+      return torch::cat({x.narrow(1, 0, keep), apply(x.narrow(1, keep, n), c, s)}, 1);
+    };
+    const int64_t group = q.size(1) / k.size(1);
+    return {last(q, s_.rotate_heads, cq, sq), last(k, s_.rotate_heads / group, ck, sk)};
   }
 
   std::vector<PositionTable> inspect(int64_t length) override {
@@ -262,6 +279,17 @@ class Rope : public hybridlab::PositionScheme {
     decay.columns = {"normalised_qk"};
     decay.row_label = "distance r";
     out.push_back(decay);
+    if (s_.n_heads > 0) {
+      const int64_t n = s_.rotate_heads == 0 ? s_.n_heads : s_.rotate_heads;
+      PositionTable heads;
+      heads.name = "rotated_heads";
+      heads.description = "1 for a rotated query head, 0 for a NoPE head (rotate_num_heads " +
+                          std::to_string(n) + " of " + std::to_string(s_.n_heads) + ")";
+      heads.values = (torch::arange(s_.n_heads) >= s_.n_heads - n).to(torch::kFloat);
+      heads.columns = {"rotated"};
+      heads.row_label = "head";
+      out.push_back(heads);
+    }
     return out;
   }
 
@@ -316,6 +344,26 @@ std::shared_ptr<hybridlab::PositionScheme> Rope::create(Section& params,
                                       double(ctx.head_dim)));
     } else {
       dims_ok = true;
+    }
+  }
+
+  s.n_heads = ctx.n_heads;
+  s.n_kv_heads = ctx.n_kv_heads > 0 ? ctx.n_kv_heads : ctx.n_heads;
+  // 0 (the default, and what the resolved config writes) rotates every head.
+  s.rotate_heads = params.get<int64_t>("rotate_num_heads", 0);
+  if (s.rotate_heads != 0) {
+    const int64_t group = s.n_kv_heads > 0 ? ctx.n_heads / s.n_kv_heads : 1;
+    if (s.rotate_heads < 0 || s.rotate_heads > ctx.n_heads) {
+      params.error("rotate_num_heads", "must be in [0, n_heads = " + std::to_string(ctx.n_heads) +
+                                           "] (n rotates the last n heads; 0 rotates all), got " +
+                                           std::to_string(s.rotate_heads));
+    } else if (group > 1 && s.rotate_heads % group != 0) {
+      params.error("rotate_num_heads",
+                   "with grouped-query attention (" + std::to_string(ctx.n_heads) +
+                       " query heads, " + std::to_string(s.n_kv_heads) +
+                       " key heads) a key head serves " + std::to_string(group) +
+                       " query heads, so rotate_num_heads must be a multiple of " +
+                       std::to_string(group) + ", got " + std::to_string(s.rotate_heads));
     }
   }
 

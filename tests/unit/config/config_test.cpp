@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "hybridlab/config.h"
 #include "hybridlab/runtime.h"
@@ -35,6 +36,24 @@ std::string temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 }  // namespace
+
+TEST_CASE("assigning one section to another rebinds it and leaves the tree alone", "[config]") {
+  // yaml-cpp's Node assignment writes into the tree; a Section assignment must not (a layer
+  // override's position once replaced model.attention.position this way).
+  Config cfg = Config::parse(
+      "base: {scheme: rope, rope_theta: 500000}\nlayer: {scheme: alibi, mode: causal}\n", "t.yaml");
+  Section base = cfg.section("base");
+  Section copy = base;
+  copy = cfg.section("layer");
+  CHECK(copy.path() == "layer");
+  CHECK(copy.get<std::string>("mode", "") == "causal");
+  CHECK(base.keys() == std::vector<std::string>{"scheme", "rope_theta"});
+  CHECK(cfg.section("base").get<double>("rope_theta", 0) == 500000);
+  CHECK_FALSE(cfg.section("base").has("mode"));
+  std::optional<Section> held = cfg.section("base");
+  held = cfg.section("layer");  // optional's assignment goes through Section's
+  CHECK(cfg.section("base").get<std::string>("scheme", "") == "rope");
+}
 
 TEST_CASE("a missing config file is an error naming the file", "[config]") {
   const std::string msg = error_of([] { Config::load("/nonexistent/exp.yaml"); });

@@ -103,6 +103,19 @@ bool graph_has(const torch::Tensor& t, const std::string& needle) {
   return false;
 }
 
+// Puts the ReLU kink of every hidden unit of FIRE's MLP inside its input range [0, 1]
+// (mlp_in.bias = −weight·u, u ~ U(0,1)): a unit linear or dead over the whole range gives its
+// bias a gradient that is zero up to rounding (a per-head constant cancels in the softmax), and
+// comparing two roundings says nothing. L_mult = 0.5 puts the threshold |L_mult·L| = L/2 among
+// the query positions (the cases choose L), so it has a gradient too.
+void spread_fire_kinks(PositionScheme& scheme) {
+  if (scheme.name() != "fire") return;
+  torch::NoGradGuard no_grad;
+  auto p = scheme.named_parameters();
+  p["mlp_in.bias"].copy_(-p["mlp_in.weight"].squeeze(1) * torch::rand_like(p["mlp_in.bias"]));
+  p["L_mult"].fill_(0.5);
+}
+
 // attend() on `att` with the rotate hook applied first (as Attention::forward does).
 Result run(Attention& att, const Problem& p, AttendPath path) {
   att.set_attend_path(path);
@@ -203,6 +216,13 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
       {"t5", "{num_buckets: 8, max_distance: 16}", kHookLogitBias},
       {"shaw", "{max_relative_position: 3}", kHookRelative},
       {"shaw", "{max_relative_position: 3, values: false}", kHookRelative},
+      {"kerple", "{}", kHookLogitBias},
+      {"kerple", "{kernel: power}", kHookLogitBias},
+      {"fire", "{mlp_width: 8, L: 15}", kHookLogitBias},  // threshold 7.5, positions 3 … 31
+      {"xpos", "{}", kHookRotate},
+      {"p_rope", "{p: 0.5}", kHookRotate},
+      {"rope", "{rotate_num_heads: 2}", kHookRotate},
+      {"nope_temperature", "{floor_scale: 4}", kHookRotate},
   };
   auto host = hybridlab::test::test_host();
   const torch::Dtype dtype = GENERATE(torch::kDouble, torch::kFloat);
@@ -210,6 +230,7 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
   const int64_t window = GENERATE(0, 6);
   for (const SchemeCase& c : cases) {
     CAPTURE(c.name, c.params, dtype, causal, window);
+    if (c.name == "xpos" && !causal) continue;  // xPos refuses bidirectional attention
     auto scheme = make_scheme(*host, c.name, c.params, 4, 2, 8, causal, dtype);
     REQUIRE(scheme->hooks() == c.hooks);
     Attention att(opts(4, 2, window, causal, 8), 32, scheme, true);
@@ -220,6 +241,7 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
       torch::NoGradGuard no_grad;
       for (auto& t : scheme->parameters()) t.copy_(torch::randn_like(t) * 0.5);
     }
+    spread_fire_kinks(*scheme);
     const Problem p = make_problem(2, 4, 2, 29, 29, 8, dtype, 21);
     const Result dense = run(att, p, AttendPath::kDense);
     const Result tiled = run(att, p, AttendPath::kTiled);
@@ -228,12 +250,17 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
   }
 }
 
-TEST_CASE("tiled attention: the whole layer's parameter gradients == dense (T5 and Shaw, fp64)",
-          "[attention_tiled][plugins]") {
+TEST_CASE(
+    "tiled attention: the whole layer's parameter gradients == dense (learned biases, Shaw, "
+    "rotary, fp64)",
+    "[attention_tiled][plugins]") {
   auto host = hybridlab::test::test_host();
-  for (const std::string name : {"t5", "shaw", "rope"}) {
+  for (const std::string name : {"t5", "shaw", "rope", "kerple", "fire", "xpos"}) {
     CAPTURE(name);
-    auto scheme = make_scheme(*host, name, "{}", 4, 2, 8, true, torch::kDouble);
+    // FIRE with threshold 7.5: the normaliser ψ(max(i, 7.5)) varies over these 19 queries.
+    auto scheme =
+        make_scheme(*host, name, name == "fire" ? "{L: 15}" : "{}", 4, 2, 8, true, torch::kDouble);
+    spread_fire_kinks(*scheme);
     AttentionOptions o = opts(4, 2, 0, true, 8);
     o.qk_norm = true;
     o.output_gate = true;
@@ -260,19 +287,30 @@ TEST_CASE("tiled attention: the whole layer's parameter gradients == dense (T5 a
   }
 }
 
-TEST_CASE("tiled attention: gradients == central finite differences (fp64, T5 bias, Shaw)",
-          "[attention_tiled][plugins]") {
+TEST_CASE(
+    "tiled attention: gradients == central finite differences (fp64, T5, KERPLE and FIRE biases, "
+    "Shaw)",
+    "[attention_tiled][plugins]") {
   auto host = hybridlab::test::test_host();
   const bool causal = GENERATE(true, false);
-  for (const std::string name : {"t5", "shaw"}) {
-    CAPTURE(name, causal);
-    const std::string params =
-        name == "t5" ? "{num_buckets: 8, max_distance: 12}" : "{max_relative_position: 2}";
+  const std::vector<std::pair<std::string, std::string>> schemes = {
+      {"t5", "{num_buckets: 8, max_distance: 12}"},
+      {"shaw", "{max_relative_position: 2}"},
+      {"kerple", "{}"},
+      {"kerple", "{kernel: power}"},
+      {"fire", "{mlp_width: 4, L: 17}"}};  // threshold 8.5 (no tie), positions 3 … 9
+  for (const auto& [name, params] : schemes) {
+    CAPTURE(name, params, causal);
     auto scheme = make_scheme(*host, name, params, 2, 1, 3, causal, torch::kDouble);
     {
       torch::NoGradGuard no_grad;
-      for (auto& t : scheme->parameters()) t.copy_(torch::randn_like(t) * 0.5);
+      for (auto& t : scheme->parameters()) {
+        // KERPLE projects its parameters into [0.01, 2]: start inside, away from the clamp, so a
+        // finite-difference step is not projected away.
+        t.copy_(name == "kerple" ? torch::rand_like(t) + 0.2 : torch::randn_like(t) * 0.5);
+      }
     }
+    spread_fire_kinks(*scheme);
     const Problem p = make_problem(1, 2, 1, 7, 7, 3, torch::kDouble, 23);
     TiledAttentionOptions t;
     t.causal = causal;

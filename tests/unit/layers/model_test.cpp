@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -233,6 +234,99 @@ TEST_CASE("model summary: parameters, shares, state and FLOPs match hand-compute
                            Hv * (6 * C * dk + 4 * C * dv + 6 * dk * dv + C * C / 3) + 6.0 * D * F;
   REQUIRE(s.layers[0].flops_per_token == Approx(gdn_flops));
   REQUIRE(s.flops_per_token == Approx(attn_flops + gdn_flops + 2.0 * D * V));
+}
+
+TEST_CASE("model summary: learned positional schemes count as the layer's parameters",
+          "[model][plugins]") {
+  auto host = hybridlab::test::test_host();
+  // d_model 16, H = 2: attention projections 4·D², plus per layer KERPLE's r1, r2 (2·H) or
+  // FIRE's c, L_mult (2), MLP 1 → 8 (8 + 8) and 8 → H without bias (8·H).
+  const int64_t D = 16, H = 2, attn = 4 * D * D;
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"{scheme: kerple}", 2 * H}, {"{scheme: fire, mlp_width: 8}", 2 + 16 + 8 * H}};
+  for (const auto& [position, extra] : cases) {
+    CAPTURE(position);
+    auto model = build(
+        "model:\n  d_model: 16\n  vocab_size: 10\n  layers: AA\n  attention: "
+        "{n_heads: 2, position: " +
+            position + "}\n",
+        *host);
+    auto plain =
+        build("model:\n  d_model: 16\n  vocab_size: 10\n  layers: AA\n  attention: {n_heads: 2}\n",
+              *host);
+    const ModelSummary s = model->summary(64), p = plain->summary(64);
+    REQUIRE(s.layers[0].mixer_parameters == attn + extra);
+    REQUIRE(s.layers[1].mixer_parameters == attn + extra);
+    REQUIRE(s.total_parameters == p.total_parameters + 2 * extra);
+    REQUIRE(s.shared_position_parameters == 0);
+    REQUIRE(s.position_share == Approx(1.0));
+  }
+  // One FIRE shared by both layers: counted once, as the model's shared position parameters.
+  auto shared = build(
+      "model:\n  d_model: 16\n  vocab_size: 10\n  layers: AA\n  attention: {n_heads: 2, "
+      "position: {scheme: fire, mlp_width: 8, shared_across_layers: true}}\n",
+      *host);
+  const ModelSummary s = shared->summary(64);
+  REQUIRE(s.shared_position_parameters == 2 + 16 + 8 * H);
+  REQUIRE(s.layers[0].mixer_parameters == attn);
+  auto* a0 = dynamic_cast<Attention*>(shared->blocks()[0]->mixer.get());
+  auto* a1 = dynamic_cast<Attention*>(shared->blocks()[1]->mixer.get());
+  REQUIRE(a0->scheme() == a1->scheme());
+}
+
+TEST_CASE("model: iRoPE / no_rope_layers written as per-layer overrides", "[model][plugins]") {
+  // HF Llama 4 / SmolLM3 no_rope_layers with interval 4: 0-based layers 3 and 7 are NoPE, the
+  // others RoPE (mixers_and_schemes_v2.md §9). A YAML anchor keeps the list short.
+  auto host = hybridlab::test::test_host();
+  auto model = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: {pattern: A, repeat: 8}
+  attention: {n_heads: 2, position: {scheme: rope, rope_theta: 500000}}
+  overrides: {3: &nope {position: {scheme: nope}}, 7: *nope}
+)",
+                     *host);
+  const ModelSummary s = model->summary(64);
+  REQUIRE(s.layers.size() == 8);
+  for (int64_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    REQUIRE(s.layers[size_t(i)].position == ((i + 1) % 4 == 0 ? "nope" : "rope"));
+  }
+  REQUIRE(s.position_share == Approx(0.75));
+  // The RoPE layers keep the base settings: θ_1 = 500000^(−2/8) = 0.0376 (head_dim 8), not the
+  // default 10000^(−2/8) = 0.1 (an override once overwrote the base position map).
+  for (int64_t i : {0, 6}) {
+    CAPTURE(i);
+    auto* a = dynamic_cast<Attention*>(model->blocks()[size_t(i)]->mixer.get());
+    const auto tables = a->scheme()->inspect(4);
+    REQUIRE(tables[0].name == "inv_freq");
+    REQUIRE(tables[0].values[1][0].item<double>() == Approx(std::pow(500000.0, -0.25)));
+  }
+  // An override to a scheme with keys of its own.
+  auto mixed = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: AA
+  attention: {n_heads: 2, position: {scheme: rope, rope_theta: 500000}}
+  overrides: {1: {position: {scheme: alibi, mode: symmetric}}}
+)",
+                     *host);
+  REQUIRE(mixed->summary(64).layers[0].position == "rope");
+  REQUIRE(mixed->summary(64).layers[1].position == "alibi");
+  // Llama 4's NoPE layers also scale the queries with position (nope_temperature).
+  auto llama4 = build(R"(model:
+  d_model: 16
+  vocab_size: 10
+  layers: {pattern: A, repeat: 8}
+  attention: {n_heads: 2, position: {scheme: rope, rope_theta: 500000}}
+  overrides: {3: &nope {position: {scheme: nope_temperature}}, 7: *nope}
+)",
+                      *host);
+  const ModelSummary l = llama4->summary(64);
+  for (int64_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    REQUIRE(l.layers[size_t(i)].position == ((i + 1) % 4 == 0 ? "nope_temperature" : "rope"));
+  }
 }
 
 TEST_CASE("model summary CLI prints the layer table and totals", "[model][cli]") {

@@ -119,4 +119,20 @@ TEST_CASE("t5 and shaw: ranges", "[position][errors]") {
                    "position.max_relative_position: must be > 0"));
 }
 
+TEST_CASE("rope: rotate_num_heads above n_heads or across a GQA group", "[position][errors]") {
+  const std::string big = config_error("rope", "{rotate_num_heads: 5}", test_context(4, 16));
+  INFO(big);
+  REQUIRE(contains(big, "test.yaml:1:"));
+  REQUIRE(contains(big, "position.rotate_num_heads: must be in [0, n_heads = 4]"));
+  REQUIRE(contains(config_error("rope", "{rotate_num_heads: -1}", test_context(4, 16)),
+                   "position.rotate_num_heads"));
+  PositionContext gqa = test_context(4, 16);
+  gqa.n_kv_heads = 2;
+  const std::string group = config_error("rope", "{rotate_num_heads: 1}", gqa);
+  INFO(group);
+  REQUIRE(contains(group, "must be a multiple of 2"));
+  REQUIRE(config_error("rope", "{rotate_num_heads: 2}", gqa).empty());
+  REQUIRE(config_error("rope", "{rotate_num_heads: 4}", test_context(4, 16)).empty());
+}
+
 }  // namespace config_errors_test

@@ -145,6 +145,83 @@ TEST_CASE("inspect: bad scheme keys exit with code 2 and name the key", "[positi
   REQUIRE(odd.output.find("head_dim 33") != std::string::npos);
 }
 
+TEST_CASE("inspect: kerple, xpos, fire, p_rope and rotate_num_heads tables",
+          "[position][inspect]") {
+  auto cell = [](const fs::path& csv, size_t row, size_t col) {
+    return std::stod(split(read_lines(csv)[row + 1])[col + 1]);  // past the header and label
+  };
+  const fs::path k = fresh_dir("test_position_inspect_kerple");
+  Run r = run_cli("inspect position --scheme kerple --heads 2 --length 8 --no-plots --out \"" +
+                      k.string() + "\" r1_init=1 r2_init=1",
+                  "kerple");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(std::abs(cell(k / "bias_head1.csv", 3, 0) - (-1.3862944)) < 1e-6);  // −ln(1 + 3)
+  REQUIRE(std::abs(cell(k / "parameters.csv", 0, 1) - 1.0) < 1e-12);
+
+  const fs::path x = fresh_dir("test_position_inspect_xpos");
+  r = run_cli(
+      "inspect position --scheme xpos --heads 1 --head-dim 8 --length 8 --no-plots --out \"" +
+          x.string() + "\"",
+      "xpos");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(std::abs(cell(x / "zeta.csv", 1, 0) - 0.464286) < 1e-6);  // (1/4 + 0.4)/1.4
+  // Position 0 is 4 before the centre 4: pair 0 scale (1/ζ_0)^(4/512) = 3.5^(1/128).
+  REQUIRE(std::abs(cell(x / "query_scale.csv", 0, 0) - std::pow(3.5, 1.0 / 128)) < 1e-6);
+
+  const fs::path f = fresh_dir("test_position_inspect_fire");
+  r = run_cli("inspect position --scheme fire --heads 2 --length 101 --no-plots --out \"" +
+                  f.string() + "\"",
+              "fire");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(std::abs(cell(f / "mlp_input.csv", 100, 90) - 0.1752548) < 1e-6);
+  REQUIRE(read_lines(f / "bias_head1.csv").size() == 102);
+
+  const fs::path p = fresh_dir("test_position_inspect_p_rope");
+  r = run_cli(
+      "inspect position --scheme p_rope --heads 1 --head-dim 256 --length 4 --no-plots "
+      "--out \"" +
+          p.string() + "\" p=0.25",
+      "p_rope");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(std::abs(cell(p / "inv_freq.csv", 31, 0) - std::pow(10000.0, -62.0 / 256)) < 1e-9);
+  REQUIRE(cell(p / "inv_freq.csv", 32, 0) == 0.0);
+
+  const fs::path h = fresh_dir("test_position_inspect_rope_heads");
+  r = run_cli(
+      "inspect position --scheme rope --heads 4 --head-dim 16 --length 4 --no-plots --out "
+      "\"" +
+          h.string() + "\" rotate_num_heads=2",
+      "rope_heads");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(read_lines(h / "rotated_heads.csv") ==
+          std::vector<std::string>{"head,rotated", "0,0", "1,0", "2,1", "3,1"});
+}
+
+TEST_CASE("inspect: bad keys of the new schemes exit with code 2 and name the key",
+          "[position][inspect]") {
+  const fs::path out = fresh_dir("test_position_inspect_bad_new");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--scheme xpos scale_base=0", "position.scale_base: must be a finite number > 0"},
+      {"--scheme xpos --bidirectional", "xPos is for causal attention"},
+      {"--scheme p_rope p=1.5", "position.p: must be in (0, 1]"},
+      {"--scheme rope --heads 4 rotate_num_heads=5", "position.rotate_num_heads"},
+      {"--scheme kerple r1_init=.nan", "position.r1_init: expected a finite number"},
+      {"--scheme fire c_init=-1", "position.c_init: must be a finite number > 0"}};
+  for (const auto& [args, want] : cases) {
+    const Run r =
+        run_cli("inspect position " + args + " --out \"" + out.string() + "\"", "bad_new");
+    INFO(args << ": " << r.output);
+    REQUIRE(r.code == 2);
+    REQUIRE(r.output.find(want) != std::string::npos);
+    REQUIRE_FALSE(fs::exists(out / "bias_head0.csv"));
+  }
+}
+
 TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   PluginHost host(test_plugin_dirs());
   std::map<std::string, uint32_t> hooks;
@@ -155,10 +232,16 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   REQUIRE(hooks.at("t5") == kHookLogitBias);
   REQUIRE(hooks.at("alibi") == kHookLogitBias);
   REQUIRE(hooks.at("rope") == kHookRotate);
+  REQUIRE(hooks.at("kerple") == kHookLogitBias);
+  REQUIRE(hooks.at("fire") == kHookLogitBias);
+  REQUIRE(hooks.at("xpos") == kHookRotate);
+  REQUIRE(hooks.at("p_rope") == kHookRotate);
+  REQUIRE(hooks.at("nope_temperature") == kHookRotate);
   const Run r = run_cli("plugins list", "list");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  for (const char* line : {"rope ", "alibi ", "t5 ", "shaw ", "learned ", "sinusoidal "}) {
+  for (const char* line : {"rope ", "alibi ", "t5 ", "shaw ", "learned ", "sinusoidal ", "kerple ",
+                           "fire ", "xpos ", "p_rope "}) {
     REQUIRE(r.output.find(line) != std::string::npos);
   }
   REQUIRE(r.output.find("logit_bias") != std::string::npos);

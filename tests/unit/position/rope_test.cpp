@@ -150,4 +150,44 @@ TEST_CASE("rope: query tiles, decoding steps and grouped keys", "[position][rope
   REQUIRE_TENSORS_CLOSE(bq.to(torch::kFloat), fq, 0.05);
 }
 
+TEST_CASE("rope: rotate_num_heads rotates the last heads and leaves the others NoPE",
+          "[position][rope]") {
+  // x-transformers' rotate_num_heads: the last n heads are rotated, the first H − n untouched.
+  torch::manual_seed(8);
+  const torch::Tensor pos = torch::arange(5, 15, torch::kLong);
+  auto all = make_scheme("rope", "", test_context(4, 16));
+  {
+    auto some = make_scheme("rope", "{rotate_num_heads: 3}", test_context(4, 16));
+    const torch::Tensor q = torch::randn({2, 4, 10, 16}), k = torch::randn({2, 4, 10, 16});
+    const auto [sq, sk] = some->rotate(q, k, pos, pos);
+    const auto [aq, ak] = all->rotate(q, k, pos, pos);
+    REQUIRE(max_abs_diff(sq.narrow(1, 0, 1), q.narrow(1, 0, 1)) == 0.0);
+    REQUIRE(max_abs_diff(sk.narrow(1, 0, 1), k.narrow(1, 0, 1)) == 0.0);
+    REQUIRE(max_abs_diff(sq.narrow(1, 1, 3), aq.narrow(1, 1, 3)) == 0.0);
+    REQUIRE(max_abs_diff(sk.narrow(1, 1, 3), ak.narrow(1, 1, 3)) == 0.0);
+    REQUIRE(max_abs_diff(sq.narrow(1, 1, 3), q.narrow(1, 1, 3)) > 1e-2);
+    // The NoPE head's logits do not depend on positions; the rotated ones depend on m − n.
+    const auto [tq, tk] = some->rotate(q, k, pos, pos + 4);
+    const torch::Tensor s0 = torch::matmul(sq, sk.transpose(-2, -1));
+    const torch::Tensor s1 = torch::matmul(tq, tk.transpose(-2, -1));
+    REQUIRE(max_abs_diff(s0.narrow(1, 0, 1), s1.narrow(1, 0, 1)) == 0.0);
+    REQUIRE(max_abs_diff(s0.narrow(1, 1, 3), s1.narrow(1, 1, 3)) > 1e-2);
+  }
+  // GQA, 4 query heads on 2 key heads: rotate_num_heads 2 rotates query heads 2, 3 and key
+  // head 1 (the one they read); query heads 0, 1 and key head 0 are NoPE.
+  auto gqa_ctx = test_context(4, 16);
+  gqa_ctx.n_kv_heads = 2;
+  auto gqa = make_scheme("rope", "{rotate_num_heads: 2}", gqa_ctx);
+  const torch::Tensor q = torch::randn({1, 4, 10, 16}), k = torch::randn({1, 2, 10, 16});
+  const auto [gq, gk] = gqa->rotate(q, k, pos, pos);
+  const auto [aq, ak] = all->rotate(q, k, pos, pos);
+  REQUIRE(max_abs_diff(gq.narrow(1, 0, 2), q.narrow(1, 0, 2)) == 0.0);
+  REQUIRE(max_abs_diff(gk.narrow(1, 0, 1), k.narrow(1, 0, 1)) == 0.0);
+  REQUIRE(max_abs_diff(gq.narrow(1, 2, 2), aq.narrow(1, 2, 2)) == 0.0);
+  REQUIRE(max_abs_diff(gk.narrow(1, 1, 1), ak.narrow(1, 1, 1)) == 0.0);
+  // inspect marks the rotated heads.
+  REQUIRE_TENSORS_CLOSE(inspect_table(*gqa, 4, "rotated_heads").flatten(),
+                        torch::tensor({0.0f, 0.0f, 1.0f, 1.0f}), 0.0);
+}
+
 }  // namespace rope_test
