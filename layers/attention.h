@@ -52,29 +52,12 @@ struct AttentionOptions {
 int64_t resolved_kv_heads(const AttentionOptions& o);
 int64_t resolved_head_dim(const AttentionOptions& o, int64_t d_model);
 
-/// Evaluation-time changes to a trained layer, for knock-out analysis (ablation at inference).
-/// The defaults change nothing.
-struct AttentionAblation {
-  bool no_position = false;  ///< drop every hook of the positional scheme: NoPE at this layer
-  /// > 0: a sliding window of this many keys, as AttentionOptions::window (causal: query i sees
-  /// keys j with 0 <= i-j < window); with a trained window the smaller one applies. 0: the
-  /// trained setting.
-  int64_t window = 0;
-};
-
 /// Which code attend() runs (Attention::set_attend_path).
 enum class AttendPath {
   kAuto,   ///< tiled when training at or above Attention::kTiledMinQueries queries, else dense
   kDense,  ///< the per-query-block path (matmul-mask-softmax, or SDPA where allowed)
   kTiled,  ///< tiled_attention (layers/attention_tiled.h) for fp32/fp64, with or without autograd
 };
-
-/// Observer of attention weights: called once per query block of each forward with probs
-/// [B,H,bq,bk] (softmax weights, fp32 for fp32 inputs; rows sum to 1), q_pos [bq] and k_pos [bk]
-/// (int64 absolute positions of the block's queries and of the keys its columns belong to).
-/// Positions outside the mask have weight 0.
-using AttentionProbe = std::function<void(const torch::Tensor& probs, const torch::Tensor& q_pos,
-                                          const torch::Tensor& k_pos)>;
 
 /// KV cache of one attention layer: keys are stored UNrotated (after qk-norm) and the rotate hook
 /// is applied to all keys at every call, so schemes whose rotation depends on the length (dynamic
@@ -119,8 +102,11 @@ class Attention : public Mixer {
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
                        bool allow_fused = true);
 
+  const PositionScheme* position_scheme() const override { return scheme_.get(); }
   /// Applies `a` to every later forward (AttentionAblation{} restores the trained layer).
-  void set_ablation(const AttentionAblation& a) { ablation_ = a; }
+  void set_ablation(const AttentionAblation& a) override { ablation_ = a; }
+  /// Observes attention weights through `probes.attention` (see set_probe).
+  void set_probes(const MixerProbes& probes) override { set_probe(probes.attention); }
   const AttentionAblation& ablation() const { return ablation_; }
   /// Sets (or, with an empty function, removes) the observer of attention weights. While one is
   /// set, attend() takes the reference (matmul-mask-softmax) path so the weights exist.

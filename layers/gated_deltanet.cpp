@@ -9,6 +9,11 @@
 
 namespace hybridlab {
 
+torch::Tensor GatedDeltaNet::recurrent_state(const MixerCache& cache) const {
+  const auto* c = dynamic_cast<const GatedDeltaNetCache*>(&cache);
+  return c ? c->state : torch::Tensor();
+}
+
 GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
     : opts_(opts),
       d_model_(d_model),

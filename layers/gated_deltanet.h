@@ -45,11 +45,6 @@ struct GatedDeltaNetCache : MixerCache {
   int64_t nbytes() const override;
 };
 
-/// Observer of a Gated DeltaNet layer's gates: called once per forward with g [B,Hv,T] (log
-/// decay, α = exp(g) in (0,1]; eq. 10 of Yang et al. 2025) and beta [B,Hv,T] (writing strength
-/// β in (0,1)), both fp32.
-using GateProbe = std::function<void(const torch::Tensor& g, const torch::Tensor& beta)>;
-
 class GatedDeltaNet : public Mixer {
  public:
   /// Parameters are initialised as in fla/NVlabs: A_log = log U(0,16) (clamped away from 0),
@@ -66,6 +61,12 @@ class GatedDeltaNet : public Mixer {
 
   /// Sets (or, with an empty function, removes) the observer of the gates.
   void set_probe(GateProbe probe) { probe_ = std::move(probe); }
+  /// The chunk length: a state-reset knock-out restarts the state every chunk.
+  int64_t state_reset_window() const override { return opts_.chunk_size; }
+  /// Observes the gates through `probes.gates`.
+  void set_probes(const MixerProbes& probes) override { set_probe(probes.gates); }
+  /// The GatedDeltaNetCache's state [B,Hv,d_k,d_v] (undefined when empty).
+  torch::Tensor recurrent_state(const MixerCache& cache) const override;
 
   const GatedDeltaNetOptions& options() const { return opts_; }
   int64_t key_dim() const { return head_dim_; }

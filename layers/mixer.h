@@ -7,8 +7,11 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+
+#include "hybridlab/position.h"
 
 namespace hybridlab {
 
@@ -32,6 +35,35 @@ struct MixerInfo {
   std::string details;              ///< one short line (heads, dims, window, ...)
 };
 
+/// Evaluation-time changes to a trained layer, for knock-out analysis (ablation at inference).
+/// The defaults change nothing.
+struct AttentionAblation {
+  bool no_position = false;  ///< drop every hook of the positional scheme: NoPE at this layer
+  /// > 0: a sliding window of this many keys, as AttentionOptions::window (causal: query i sees
+  /// keys j with 0 <= i-j < window); with a trained window the smaller one applies. 0: the
+  /// trained setting.
+  int64_t window = 0;
+};
+
+/// Observer of attention weights: called once per query block of each forward with probs
+/// [B,H,bq,bk] (softmax weights, fp32 for fp32 inputs; rows sum to 1), q_pos [bq] and k_pos [bk]
+/// (int64 absolute positions of the block's queries and of the keys its columns belong to).
+/// Positions outside the mask have weight 0.
+using AttentionProbe = std::function<void(const torch::Tensor& probs, const torch::Tensor& q_pos,
+                                          const torch::Tensor& k_pos)>;
+
+/// Observer of a Gated DeltaNet layer's gates: called once per forward with g [B,Hv,T] (log
+/// decay, α = exp(g) in (0,1]; eq. 10 of Yang et al. 2025) and beta [B,Hv,T] (writing strength
+/// β in (0,1)), both fp32.
+using GateProbe = std::function<void(const torch::Tensor& g, const torch::Tensor& beta)>;
+
+/// The analysis observers a mixer may call during forward; each may be empty. A mixer calls those
+/// that describe it (attention weights for pairwise mixers, gates for gated recurrent ones).
+struct MixerProbes {
+  AttentionProbe attention;
+  GateProbe gates;
+};
+
 /// A token mixer: [B,T,D] → [B,T,D], with explicit positions so it can run on a piece of a
 /// sequence with a cache.
 class Mixer : public torch::nn::Module {
@@ -46,6 +78,27 @@ class Mixer : public torch::nn::Module {
   virtual std::unique_ptr<MixerCache> make_cache() const = 0;
   /// Summary figures; `length` is the sequence length FLOPs are counted at.
   virtual MixerInfo info(int64_t length) const = 0;
+
+  // What analysis (knock-outs, head statistics) asks of any mixer. The defaults describe a mixer
+  // without a positional scheme, without recurrent state and without observers.
+
+  /// The positional scheme applied to this mixer's scores; nullptr when it has none.
+  virtual const PositionScheme* position_scheme() const { return nullptr; }
+  /// Applies `a` to every later forward (AttentionAblation{} restores the trained mixer). Only
+  /// mixers with pairwise scores (MixerInfo::pairwise) have a scheme or keys to ablate; the layer
+  /// graph refuses a non-empty ablation for the others, whose default ignores it.
+  virtual void set_ablation(const AttentionAblation& a) { (void)a; }
+  /// Recurrent mixers: the window (tokens) of the state-reset knock-out, after which the state
+  /// restarts (the chunk length is the natural one); 0 for mixers without recurrent state.
+  virtual int64_t state_reset_window() const { return 0; }
+  /// Sets (or, with empty functions, removes) the analysis observers.
+  virtual void set_probes(const MixerProbes& probes) { (void)probes; }
+  /// The recurrent state `cache` holds, [B,H,...] (per head first); undefined for mixers without
+  /// one or before the first token.
+  virtual torch::Tensor recurrent_state(const MixerCache& cache) const {
+    (void)cache;
+    return {};
+  }
 };
 
 }  // namespace hybridlab

@@ -57,18 +57,18 @@ void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ost
                      "mixer", "position", "hooks", "params", "state", "kv/token", "FLOP/token",
                      "details");
   for (const auto& l : s.layers) {
-    out << fmt::format(
-        "{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
-        std::string(1, l.letter) + " " + l.mixer, l.position,
-        l.mixer == "attention" || l.position_hooks ? hook_names(l.position_hooks) : "-",
-        count(static_cast<double>(l.parameters)), count(static_cast<double>(l.state_floats)),
-        count(static_cast<double>(l.kv_floats_per_token)), count(l.flops_per_token), l.details,
-        l.overridden ? " (override)" : "");
+    out << fmt::format("{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
+                       std::string(1, l.letter) + " " + l.mixer, l.position,
+                       l.pairwise || l.position_hooks ? hook_names(l.position_hooks) : "-",
+                       count(static_cast<double>(l.parameters)),
+                       count(static_cast<double>(l.state_floats)),
+                       count(static_cast<double>(l.kv_floats_per_token)), count(l.flops_per_token),
+                       l.details, l.overridden ? " (override)" : "");
   }
   const size_t n = s.layers.size();
   size_t attention = 0, positional = 0;
   for (const auto& l : s.layers) {
-    attention += l.mixer == "attention" ? 1 : 0;
+    attention += l.pairwise ? 1 : 0;
     positional += l.position_hooks ? 1 : 0;
   }
   out << "\n";

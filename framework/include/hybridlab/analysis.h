@@ -32,15 +32,22 @@ struct KnockoutResult {
 };
 
 /// Per-head statistics of one layer at one length (docs/analysis.md gives each definition).
+/// Which observer a head's statistics come from (MixerProbes).
+enum class HeadStatsKind {
+  kAttentionWeights,  ///< the softmax weights of a pairwise mixer
+  kGates,             ///< the decay and writing gates of a gated recurrent mixer
+};
+
 struct HeadStats {
   int64_t layer = 0, head = 0, length = 0;
-  std::string mixer;  ///< "attention" or "gated_deltanet"
+  std::string mixer;  ///< the layer's mixer type name ("attention", "gated_deltanet", ...)
+  HeadStatsKind kind = HeadStatsKind::kAttentionWeights;
   // attention: means over query rows (and examples)
   double mean_distance = 0;  ///< Σ_j p_ij·|i − j| (tokens)
   double entropy = 0;        ///< −Σ_j p_ij ln p_ij (nats)
   double sink_mass = 0;      ///< p on the first token (position 0)
   double local_mass = 0;     ///< p on the last 16 tokens (0 <= i − j < 16)
-  // gated_deltanet: means over tokens (and examples)
+  // gates: means over tokens (and examples)
   double mean_alpha = 0;  ///< decay α = exp(g) per token
   double memory_length =
       0;  ///< 1 / (1 − mean α): the decay's time constant in tokens (α^t ≈ e^(−t(1−α)))

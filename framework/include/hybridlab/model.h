@@ -42,6 +42,7 @@ struct LayerSummary {
   std::string mixer;            ///< mixer type name
   std::string position;         ///< positional scheme of the layer ("-" if the mixer has none)
   uint32_t position_hooks = 0;  ///< PositionHook mask of that scheme
+  bool pairwise = false;        ///< the mixer computes pairwise (softmax) attention scores
   bool overridden = false;      ///< a per-layer override applies
   int64_t parameters =
       0;  ///< parameters of the block (mixer + MLP + norms), shared schemes excluded

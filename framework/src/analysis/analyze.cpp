@@ -22,7 +22,6 @@
 #include "hybridlab/error.h"
 #include "hybridlab/evaluator.h"
 #include "hybridlab/run_record.h"
-#include "layers/gated_deltanet.h"
 #include "model/hybrid_model.h"
 #include "run/build.h"
 #include "train/progress.h"
@@ -82,16 +81,15 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   std::vector<analysis::AttentionSums> att(n);
   std::vector<analysis::GateSums> gates(n);
   for (size_t i = 0; i < n; ++i) {
-    if (auto* a = dynamic_cast<Attention*>(blocks[i]->mixer.get())) {
-      a->set_probe(
-          [&att, i](const torch::Tensor& p, const torch::Tensor& qp, const torch::Tensor& kp) {
-            analysis::add_attention(att[i], p, qp, kp);
-          });
-    } else if (auto* g = dynamic_cast<GatedDeltaNet*>(blocks[i]->mixer.get())) {
-      g->set_probe([&gates, i](const torch::Tensor& gg, const torch::Tensor& b) {
-        analysis::add_gates(gates[i], gg, b);
-      });
-    }
+    MixerProbes probes;
+    probes.attention = [&att, i](const torch::Tensor& p, const torch::Tensor& qp,
+                                 const torch::Tensor& kp) {
+      analysis::add_attention(att[i], p, qp, kp);
+    };
+    probes.gates = [&gates, i](const torch::Tensor& gg, const torch::Tensor& b) {
+      analysis::add_gates(gates[i], gg, b);
+    };
+    blocks[i]->mixer->set_probes(probes);
   }
   const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
   const auto params = model.parameters();
@@ -102,10 +100,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   for (int64_t b0 = 0; b0 < rows; b0 += bs) {
     model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));
   }
-  for (const auto& block : blocks) {
-    if (auto* a = dynamic_cast<Attention*>(block->mixer.get())) a->set_probe({});
-    if (auto* g = dynamic_cast<GatedDeltaNet*>(block->mixer.get())) g->set_probe({});
-  }
+  for (const auto& block : blocks) block->mixer->set_probes({});
 
   // State norms: the first batch, fed in eight pieces through a decoding cache.
   std::map<size_t, std::vector<torch::Tensor>> norms;  // layer -> per piece [Hv]
@@ -118,27 +113,29 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
     model.forward(first.slice(1, t0, t1), *cache);
     positions.push_back(t1);
     for (size_t i = 0; i < n; ++i) {
-      auto* c = dynamic_cast<GatedDeltaNetCache*>(HybridModel::layer_cache(*cache, i));
-      if (!c || !c->state.defined()) continue;
-      // [B,Hv,dk,dv] -> Frobenius norm per head, mean over the batch.
-      norms[i].push_back(c->state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
+      const MixerCache* c = HybridModel::layer_cache(*cache, i);
+      const torch::Tensor state = c ? blocks[i]->mixer->recurrent_state(*c) : torch::Tensor();
+      if (!state.defined()) continue;
+      // [B,H,...] -> Frobenius norm per head, mean over the batch.
+      norms[i].push_back(state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
     }
   }
 
   std::vector<HeadStats> out;
-  const auto head = [length](size_t layer, int64_t h, const char* mixer) {
+  const auto head = [&model, length](size_t layer, int64_t h, HeadStatsKind kind) {
     HeadStats s;
     s.layer = static_cast<int64_t>(layer);
     s.head = h;
     s.length = length;
-    s.mixer = mixer;
+    s.mixer = model.options().layers[layer].type->name;
+    s.kind = kind;
     return s;
   };
   for (size_t i = 0; i < n; ++i) {
     if (att[i].rows.defined()) {
       const torch::Tensor r = att[i].rows;
       for (int64_t h = 0; h < r.size(0); ++h) {
-        HeadStats s = head(i, h, "attention");
+        HeadStats s = head(i, h, HeadStatsKind::kAttentionWeights);
         const double rows_h = r[h].item<double>();
         s.mean_distance = att[i].distance[h].item<double>() / rows_h;
         s.entropy = att[i].entropy[h].item<double>() / rows_h;
@@ -150,7 +147,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
     if (gates[i].tokens.defined()) {
       const torch::Tensor t = gates[i].tokens;
       for (int64_t h = 0; h < t.size(0); ++h) {
-        HeadStats s = head(i, h, "gated_deltanet");
+        HeadStats s = head(i, h, HeadStatsKind::kGates);
         s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
         s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
         s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();

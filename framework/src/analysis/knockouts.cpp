@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "layers/gated_deltanet.h"
-
 namespace hybridlab {
 
 namespace analysis {
@@ -15,8 +13,8 @@ bool wanted(const std::vector<std::string>& kinds, const std::string& kind) {
   return kinds.empty() || std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-const Attention* attention_of(const HybridModel& model, size_t layer) {
-  return dynamic_cast<const Attention*>(model.blocks()[layer]->mixer.get());
+const Mixer& mixer_of(const HybridModel& model, size_t layer) {
+  return *model.blocks()[layer]->mixer;
 }
 
 }  // namespace
@@ -24,7 +22,7 @@ const Attention* attention_of(const HybridModel& model, size_t layer) {
 std::string layer_label(const HybridModel& model, size_t layer) {
   std::string out =
       "layer " + std::to_string(layer) + " (" + model.options().layers[layer].type->name;
-  if (const Attention* a = attention_of(model, layer)) out += ", " + a->scheme()->name();
+  if (const PositionScheme* p = mixer_of(model, layer).position_scheme()) out += ", " + p->name();
   return out + ")";
 }
 
@@ -51,9 +49,9 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
   }
   if (wanted(kinds, "state_reset")) {
     for (size_t i = 0; i < n; ++i) {
-      const auto* g = dynamic_cast<const GatedDeltaNet*>(model.blocks()[i]->mixer.get());
-      if (!g) continue;
-      const int64_t w = state_window > 0 ? state_window : g->options().chunk_size;
+      const int64_t natural = mixer_of(model, i).state_reset_window();
+      if (natural == 0) continue;  // no recurrent state
+      const int64_t w = state_window > 0 ? state_window : natural;
       Knockout k{"state_reset", static_cast<int64_t>(i), layer_label(model, i), w, none()};
       k.ablation.layers[i].state_window = w;
       out.push_back(k);
@@ -63,8 +61,8 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
     Knockout all{"position", -2, "all positions", 0, none()};
     int64_t sources = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Attention* a = attention_of(model, i);
-      if (!a || a->scheme()->hooks() == kHookNone) continue;
+      const PositionScheme* p = mixer_of(model, i).position_scheme();
+      if (!p || p->hooks() == kHookNone) continue;
       Knockout k{"position", static_cast<int64_t>(i), layer_label(model, i), 0, none()};
       k.ablation.layers[i].attention.no_position = true;
       all.ablation.layers[i].attention.no_position = true;
@@ -82,7 +80,7 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
   }
   if (wanted(kinds, "reach")) {
     for (size_t i = 0; i < n; ++i) {
-      if (!attention_of(model, i)) continue;
+      if (!mixer_of(model, i).info(1).pairwise) continue;
       for (int64_t w : windows) {
         Knockout k{"reach", static_cast<int64_t>(i), layer_label(model, i), w, none()};
         k.ablation.layers[i].attention.window = w;

@@ -98,7 +98,7 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
   Grid distance_grid;
   std::map<int64_t, std::vector<const HeadStats*>> norms_at_longest;  // layer -> heads
   for (const HeadStats& h : res.heads) {
-    if (h.mixer == "attention") {
+    if (h.kind == HeadStatsKind::kAttentionWeights) {
       att_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_distance),
                           format_number(h.entropy), format_number(h.sink_mass),
                           format_number(h.local_mass)});

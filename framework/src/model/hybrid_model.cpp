@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "hybridlab/error.h"
-#include "layers/attention.h"
 #include "layers/linear_cpu.h"
+#include "layers/mixer.h"
 #include "layers/position_hooks.h"
 
 namespace hybridlab {
@@ -156,13 +156,13 @@ void HybridModel::set_ablation(const ModelAblation& a) {
   }
   for (size_t i = 0; i < a.layers.size(); ++i) {
     const LayerAblation& l = a.layers[i];
-    auto* attention = dynamic_cast<Attention*>(blocks_[i]->mixer.get());
-    if (l.state_window > 0 && blocks_[i]->mixer->info(1).pairwise) {
+    const bool pairwise = blocks_[i]->mixer->info(1).pairwise;
+    if (l.state_window > 0 && pairwise) {
       throw std::invalid_argument("set_ablation: layer " + std::to_string(i) +
                                   " has pairwise attention; a state window is for recurrent "
                                   "mixers (restrict attention with a window instead)");
     }
-    if (!attention && (l.attention.no_position || l.attention.window > 0)) {
+    if (!pairwise && (l.attention.no_position || l.attention.window > 0)) {
       throw std::invalid_argument("set_ablation: layer " + std::to_string(i) +
                                   " is not an attention layer");
     }
@@ -170,9 +170,7 @@ void HybridModel::set_ablation(const ModelAblation& a) {
   no_input_position_ = a.no_input_position;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     blocks_[i]->ablation = a.layers.empty() ? LayerAblation{} : a.layers[i];
-    if (auto* attention = dynamic_cast<Attention*>(blocks_[i]->mixer.get())) {
-      attention->set_ablation(blocks_[i]->ablation.attention);
-    }
+    blocks_[i]->mixer->set_ablation(blocks_[i]->ablation.attention);
   }
 }
 
@@ -212,6 +210,7 @@ ModelSummary HybridModel::summary(int64_t length) const {
     l.overridden = opts_.layers[i].overridden;
     l.position = info.position;
     l.position_hooks = info.position_hooks;
+    l.pairwise = info.pairwise;
     l.parameters = count_parameters(b);
     l.mixer_parameters = count_parameters(*b.mixer);
     l.state_floats = info.state_floats;
