@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "hybridlab/position.h"
+#include "hybridlab/rotary.h"
 
 namespace {
 
@@ -51,14 +52,7 @@ class PRope : public hybridlab::PositionScheme {
   // Rotates every pair of x [..., T, head_dim] with c, s [T, head_dim/2].
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& c,
                       const torch::Tensor& s) const {
-    const int64_t h = head_dim_ / 2;
-    if (interleaved_) {
-      const torch::Tensor pairs = x.unflatten(-1, {h, 2});
-      const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
-      return torch::stack({a * c - b * s, b * c + a * s}, -1).flatten(-2);
-    }
-    const torch::Tensor a = x.narrow(-1, 0, h), b = x.narrow(-1, h, h);
-    return torch::cat({a * c - b * s, b * c + a * s}, -1);
+    return hybridlab::rotate_pairs(x, c, s, interleaved_);
   }
 
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,

@@ -31,6 +31,7 @@
 #include <tuple>
 
 #include "hybridlab/position.h"
+#include "hybridlab/rotary.h"
 
 namespace {
 
@@ -197,18 +198,7 @@ class Rope : public hybridlab::PositionScheme {
   // Rotates the first rot_dim channels of x [..., T, head_dim] with cos/sin [T, rot_dim/2].
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& c,
                       const torch::Tensor& s) const {
-    const int64_t d = s_.rot_dim, h = d / 2;
-    torch::Tensor rotated;
-    if (s_.interleaved) {
-      const torch::Tensor pairs = x.narrow(-1, 0, d).unflatten(-1, {h, 2});
-      const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
-      rotated = torch::stack({a * c - b * s, b * c + a * s}, -1).flatten(-2);
-    } else {
-      const torch::Tensor a = x.narrow(-1, 0, h), b = x.narrow(-1, h, h);
-      rotated = torch::cat({a * c - b * s, b * c + a * s}, -1);
-    }
-    if (d == x.size(-1)) return rotated;
-    return torch::cat({rotated, x.narrow(-1, d, x.size(-1) - d)}, -1);
+    return hybridlab::rotate_pairs(x, c, s, s_.interleaved);
   }
 
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,

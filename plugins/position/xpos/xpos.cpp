@@ -27,6 +27,7 @@
 #include <stdexcept>
 
 #include "hybridlab/position.h"
+#include "hybridlab/rotary.h"
 
 namespace {
 
@@ -37,7 +38,7 @@ using hybridlab::Section;
 class Xpos : public hybridlab::PositionScheme {
  public:
   Xpos(int64_t head_dim, double theta, double scale_base, double gamma, bool interleaved)
-      : head_dim_(head_dim), scale_base_(scale_base), interleaved_(interleaved) {
+      : scale_base_(scale_base), interleaved_(interleaved) {
     const int64_t h = head_dim / 2;
     std::vector<double> inv(static_cast<size_t>(h)), zeta(static_cast<size_t>(h));
     for (int64_t k = 0; k < h; ++k) {
@@ -81,14 +82,7 @@ class Xpos : public hybridlab::PositionScheme {
   // Rotates (and scales) every pair of x [..., T, head_dim] with c, s [T, head_dim/2].
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& c,
                       const torch::Tensor& s) const {
-    const int64_t h = head_dim_ / 2;
-    if (interleaved_) {
-      const torch::Tensor pairs = x.unflatten(-1, {h, 2});
-      const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
-      return torch::stack({a * c - b * s, b * c + a * s}, -1).flatten(-2);
-    }
-    const torch::Tensor a = x.narrow(-1, 0, h), b = x.narrow(-1, h, h);
-    return torch::cat({a * c - b * s, b * c + a * s}, -1);
+    return hybridlab::rotate_pairs(x, c, s, interleaved_);
   }
 
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
@@ -182,7 +176,6 @@ class Xpos : public hybridlab::PositionScheme {
   }
 
  private:
-  int64_t head_dim_;
   double scale_base_, log_zeta0_ = 0;  // ln ζ_0: the fastest-growing scale
   bool interleaved_;
   torch::Tensor inv_freq_, log_zeta_;  // [d/2] float64
