@@ -67,6 +67,18 @@ struct PositionTable {
   std::string column_label = "column";
 };
 
+/// The inspect table of one head's logit bias: named "bias_head<head>", `values` [Tq,Tk] (rows:
+/// query positions, columns: key positions), `description` the plot title.
+inline PositionTable head_bias_table(int64_t head, torch::Tensor values, std::string description) {
+  PositionTable t;
+  t.name = "bias_head" + std::to_string(head);
+  t.description = std::move(description);
+  t.values = std::move(values);
+  t.row_label = "query position i";
+  t.column_label = "key position j";
+  return t;
+}
+
 /// Base class of every positional scheme. A scheme is a torch::nn::Module so that learned schemes
 /// train and their parameters go into checkpoints; register parameters and buffers in the
 /// constructor. The default implementation of each hook throws std::logic_error: the attention

@@ -63,15 +63,10 @@ class Alibi : public hybridlab::PositionScheme {
     const torch::Tensor pos = torch::arange(length, torch::kLong);
     const torch::Tensor bias = logit_bias(pos, pos);
     for (int64_t h = 0; h < bias.size(0); ++h) {
-      PositionTable b;
-      b.name = "bias_head" + std::to_string(h);
-      b.description = "ALiBi bias head " + std::to_string(h) + " (slope " +
-                      std::to_string(slopes_[h].item<double>()) + ")" +
-                      (symmetric_ ? ", -m|i-j|" : ", -m(i-j)");
-      b.values = bias[h];
-      b.row_label = "query position i";
-      b.column_label = "key position j";
-      out.push_back(b);
+      out.push_back(hybridlab::head_bias_table(h, bias[h],
+                                               "ALiBi bias head " + std::to_string(h) + " (slope " +
+                                                   std::to_string(slopes_[h].item<double>()) + ")" +
+                                                   (symmetric_ ? ", -m|i-j|" : ", -m(i-j)")));
     }
     return out;
   }

@@ -100,13 +100,8 @@ class Fire : public hybridlab::PositionScheme {
     out.push_back(x);
     const torch::Tensor bias = logit_bias(pos, pos).to(torch::kFloat);
     for (int64_t h = 0; h < bias.size(0); ++h) {
-      PositionTable b;
-      b.name = "bias_head" + std::to_string(h);
-      b.description = "FIRE bias head " + std::to_string(h);
-      b.values = bias[h].clone();
-      b.row_label = "query position i";
-      b.column_label = "key position j";
-      out.push_back(b);
+      out.push_back(
+          hybridlab::head_bias_table(h, bias[h].clone(), "FIRE bias head " + std::to_string(h)));
     }
     return out;
   }

@@ -92,15 +92,11 @@ class Kerple : public hybridlab::PositionScheme {
     const torch::Tensor pos = torch::arange(length, torch::kLong).to(r1_.device());
     const torch::Tensor bias = logit_bias(pos, pos).to(torch::kFloat);
     for (int64_t h = 0; h < bias.size(0); ++h) {
-      PositionTable b;
-      b.name = "bias_head" + std::to_string(h);
-      b.description = "KERPLE " + kname + " bias head " + std::to_string(h) + " (r1 " +
-                      std::to_string(r1_[h].item<double>()) + ", r2 " +
-                      std::to_string(r2_[h].item<double>()) + ")";
-      b.values = bias[h].clone();
-      b.row_label = "query position i";
-      b.column_label = "key position j";
-      out.push_back(b);
+      out.push_back(hybridlab::head_bias_table(h, bias[h].clone(),
+                                               "KERPLE " + kname + " bias head " +
+                                                   std::to_string(h) + " (r1 " +
+                                                   std::to_string(r1_[h].item<double>()) + ", r2 " +
+                                                   std::to_string(r2_[h].item<double>()) + ")"));
     }
     return out;
   }

@@ -99,13 +99,8 @@ class T5Bias : public hybridlab::PositionScheme {
     out.push_back(t);
     const torch::Tensor bias = logit_bias(pos, pos);
     for (int64_t h = 0; h < bias.size(0); ++h) {
-      PositionTable p;
-      p.name = "bias_head" + std::to_string(h);
-      p.description = "T5 bias head " + std::to_string(h);
-      p.values = bias[h].clone();
-      p.row_label = "query position i";
-      p.column_label = "key position j";
-      out.push_back(p);
+      out.push_back(
+          hybridlab::head_bias_table(h, bias[h].clone(), "T5 bias head " + std::to_string(h)));
     }
     return out;
   }

@@ -7,12 +7,6 @@ using namespace hybridlab::test;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace config_errors_test {
-namespace {
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-}  // namespace
-
 TEST_CASE("rope: odd head_dim and odd rotary dims are config errors", "[position][errors]") {
   const std::string odd = config_error("rope", "", test_context(2, 33));
   INFO(odd);

@@ -24,9 +24,6 @@ void identity_mlp(PositionScheme& s) {
 double input_at(PositionScheme& s, int64_t i, int64_t j) {
   return s.logit_bias(positions({i}), positions({j}))[0][0][0].item<double>();
 }
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 }  // namespace
 
 TEST_CASE("fire: MLP inputs at the reference's hand-checked values (c = 0.1, L = 512)",

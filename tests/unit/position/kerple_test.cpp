@@ -17,9 +17,6 @@ void set_parameters(PositionScheme& s, const torch::Tensor& r1, const torch::Ten
   s.named_parameters()["r1"].copy_(r1);
   s.named_parameters()["r2"].copy_(r2);
 }
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 }  // namespace
 
 TEST_CASE("kerple: log and power kernels at the reference's hand-checked values",

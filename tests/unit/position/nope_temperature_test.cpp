@@ -10,12 +10,6 @@ using namespace hybridlab::test;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace nope_temperature_test {
-namespace {
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-}  // namespace
-
 TEST_CASE("nope_temperature: the query factor at the reference's positions",
           "[position][nope_temperature]") {
   // 1 + 0.1·ln(⌊(pos+1)/8192⌋ + 1) (§9 table): ≤ 8190 → 1, 8191 → 1 + 0.1 ln 2 = 1.0693147,

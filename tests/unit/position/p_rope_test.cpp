@@ -11,15 +11,6 @@ using namespace hybridlab::test;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace p_rope_test {
-namespace {
-torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) {
-  return torch::matmul(q, k.transpose(-2, -1));
-}
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-}  // namespace
-
 TEST_CASE("p_rope: keeps the top quarter of the full spectrum, unlike partial rotary 0.25",
           "[position][p_rope]") {
   // d = 256, p = 0.25 (§9): p-RoPE keeps base^(−2k/256) for k < 32, slowest base^(−62/256), and

@@ -10,13 +10,6 @@ using namespace hybridlab::test;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace rope_test {
-namespace {
-// Dot products q_i·k_j for every pair: [B,H,Tq,Tk].
-torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) {
-  return torch::matmul(q, k.transpose(-2, -1));
-}
-}  // namespace
-
 TEST_CASE("rope: q·k depends only on m - n (seed lesson step 4)", "[position][rope]") {
   // ⟨R_m q, R_n k⟩ = ⟨R_{m+s} q, R_{n+s} k⟩ for random vectors, positions and shifts.
   torch::manual_seed(3);

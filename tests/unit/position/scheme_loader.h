@@ -69,4 +69,14 @@ inline torch::Tensor positions(std::initializer_list<int64_t> p) {
   return torch::tensor(std::vector<int64_t>(p), torch::kLong);
 }
 
+/// Unscaled attention logits q·kᵀ: q [..., Tq, D], k [..., Tk, D] → [..., Tq, Tk].
+inline torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) {
+  return torch::matmul(q, k.transpose(-2, -1));
+}
+
+/// Whether `text` contains `part` (for error messages).
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace hybridlab::test

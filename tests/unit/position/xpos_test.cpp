@@ -11,15 +11,6 @@ using namespace hybridlab::test;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace xpos_test {
-namespace {
-torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) {
-  return torch::matmul(q, k.transpose(-2, -1));
-}
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-}  // namespace
-
 TEST_CASE("xpos: zeta_k and the pair factor at distance 1024 (reference values)",
           "[position][xpos]") {
   auto xpos = make_scheme("xpos", "", test_context(1, 8));
