@@ -20,7 +20,7 @@
 #include <memory>
 
 #include "hybridlab/position.h"
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 #include "layers/norm.h"
 
 namespace hybridlab {

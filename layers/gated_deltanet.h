@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 #include "layers/norm.h"
 
 namespace hybridlab {

@@ -16,12 +16,9 @@
 
 #include <cstdint>
 
-namespace hybridlab {
+#include "hybridlab/mixer_ops.h"
 
-struct GatedDeltaResult {
-  torch::Tensor o;      ///< [B,Hv,T,d_v]
-  torch::Tensor state;  ///< final state [B,Hv,d_k,d_v]
-};
+namespace hybridlab {
 
 /// Sizes read off the kernel inputs.
 struct GatedDeltaShapes {
@@ -34,25 +31,6 @@ GatedDeltaShapes check_gated_delta_shapes(const char* who, const torch::Tensor& 
                                           const torch::Tensor& k, const torch::Tensor& v,
                                           const torch::Tensor& g, const torch::Tensor& beta,
                                           const torch::Tensor& h0);
-
-/// Recurrent form: one step per token. The decoding path and the test oracle.
-/// scale: multiplies q (the reference codebases use d_k^-1/2). Throws c10::Error on bad shapes.
-GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& v, const torch::Tensor& g,
-                                            const torch::Tensor& beta, double scale,
-                                            const torch::Tensor& h0 = {});
-
-/// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1),
-/// the entry point layers call. For fp32/fp64 CPU tensors with `fused` set it runs the fused
-/// kernels: chunk_gated_delta_rule_cpu (forward only) when no gradient is needed,
-/// chunk_gated_delta_rule_fused (fused forward and backward) when one is. Otherwise (other
-/// devices or dtypes, or fused = false: the reference path) chunk_gated_delta_rule_torch,
-/// differentiated by autograd. Same results to rounding. chunk_size > 0.
-GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
-                                        const torch::Tensor& v, const torch::Tensor& g,
-                                        const torch::Tensor& beta, double scale,
-                                        const torch::Tensor& h0 = {}, int64_t chunk_size = 64,
-                                        bool fused = true);
 
 /// The chunked form in LibTorch ops, differentiable by autograd, on any device (the training
 /// path): chunk-local cumulative log decay Γ, the strictly-lower gated Gram matrix
@@ -109,23 +87,5 @@ constexpr double kMinLogDecay = -1e4;
 /// dt_bias [H].
 torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
                                const torch::Tensor& dt_bias);
-
-struct ShortConvResult {
-  torch::Tensor y;      ///< [B,T,C], after SiLU
-  torch::Tensor cache;  ///< the last K−1 inputs [B,K−1,C] (zeros where the sequence is shorter)
-};
-
-/// Causal depthwise convolution with kernel K and SiLU (fla `ShortConvolution`): x [B,T,C],
-/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding). On
-/// fp32/fp64 CPU tensors: when no gradient is needed, one fused pass computes the K taps (no
-/// concatenated copy) and SiLU runs in place; when gradients are needed and `fused` is true, a
-/// torch::autograd::Function runs the same taps forward and one fused pass per sequence backward
-/// (gradients of x, cache and weight). Otherwise (other devices, or fused false: the reference)
-/// K shifted multiply-adds in LibTorch ops. `keep_cache` false leaves the result's cache
-/// undefined (training: nothing decodes after it), which saves a copy and its autograd node.
-/// Throws c10::Error on shapes other than these.
-ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& cache = {}, bool fused = false,
-                           bool keep_cache = true);
 
 }  // namespace hybridlab

@@ -1,4 +1,4 @@
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 
 namespace hybridlab {
 

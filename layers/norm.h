@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "hybridlab/mixer_ops.h"
+
 namespace hybridlab {
 
 /// y = x / sqrt(mean(x², last dim) + eps) · weight. The statistics are computed in fp32 whatever
@@ -59,11 +61,5 @@ class GatedRMSNorm : public torch::nn::Module {
 /// the CPU and the shapes agree. Not twice differentiable.
 torch::Tensor rms_norm_fused_cpu(const torch::Tensor& x, const torch::Tensor& weight,
                                  const torch::Tensor& z, double eps);
-
-/// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
-/// zero vector maps to zero with finite gradients. x [..., D] → [..., D]. With fused true and
-/// fp32/fp64 CPU tensors that need gradients, runs as rms_norm_fused_cpu (the same map: eps / D
-/// inside the mean, weight D^{-1/2}); otherwise as LibTorch ops, the reference.
-torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6, bool fused = false);
 
 }  // namespace hybridlab

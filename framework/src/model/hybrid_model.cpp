@@ -4,7 +4,7 @@
 
 #include "hybridlab/error.h"
 #include "layers/linear_cpu.h"
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 #include "layers/position_hooks.h"
 
 namespace hybridlab {

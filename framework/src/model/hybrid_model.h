@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hybridlab/model.h"
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 #include "layers/mlp.h"
 #include "layers/norm.h"
 #include "model/mixer.h"

@@ -1,5 +1,5 @@
 #pragma once
-// The registry of mixer types of the layer graph (the Mixer interface itself is layers/mixer.h).
+// The registry of mixer types of the layer graph (the Mixer interface itself is hybridlab/mixer.h).
 //
 // A block is `x + mixer(norm(x))`, then `x + mlp(norm(x))`. The mixer is any registered type
 // (attention, gated_deltanet, ...). Adding one is one new file (a Mixer subclass, its options
@@ -20,7 +20,7 @@
 #include "hybridlab/config.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
-#include "layers/mixer.h"
+#include "hybridlab/mixer.h"
 
 namespace hybridlab {
 

@@ -1,0 +1,73 @@
+#pragma once
+// Building blocks of the built-in recurrent mixers, exported for mixer plugins (hybridlab/mixer.h):
+// the delta rule in its recurrent (decoding, oracle) and chunked (training) forms, the causal short
+// convolution with its decoding cache, and the L2 norm of q and k. Each is the code the built-in
+// Gated DeltaNet runs (layers/), so a plugin mixer gets the fused CPU kernels and their tests.
+//
+// The delta rule with decay (Gated DeltaNet: Yang, Kautz & Hatamizadeh, ICLR 2025, eq. 8–12), in
+// fla's layout: the state h = Sᵀ is [B, H, d_k, d_v] (key-by-value; the paper's S is its
+// transpose). Per head and token:
+//   h ← e^{g_t} h;  u = β_t (v_t − hᵀ k_t);  h ← h + k_t uᵀ;  o_t = hᵀ (s·q_t)
+// g ≡ 0 is DeltaNet's rule (Yang et al., NeurIPS 2024, eq. 1 in [K,V] layout).
+// Shapes: q, k [B,Hk,T,d_k]; v [B,Hv,T,d_v] with Hv a multiple of Hk (value head j reads key head
+// j / (Hv/Hk)); g (log decay, ≤ 0) and beta [B,Hv,T]; h0 [B,Hv,d_k,d_v] or undefined (zeros). The
+// kernels compute in fp32 (fp64 for fp64 inputs) and return o in the dtype of v and the final
+// state in the compute dtype; both are differentiable (autograd).
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace hybridlab {
+
+/// What a delta-rule kernel returns.
+struct GatedDeltaResult {
+  torch::Tensor o;      ///< [B,Hv,T,d_v]
+  torch::Tensor state;  ///< final state [B,Hv,d_k,d_v]
+};
+
+/// Recurrent form: one step per token. The decoding path and the test oracle.
+/// scale: multiplies q (the reference codebases use d_k^-1/2). Throws c10::Error on bad shapes.
+GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& g,
+                                            const torch::Tensor& beta, double scale,
+                                            const torch::Tensor& h0 = {});
+
+/// Chunkwise-parallel form (WY/UT transform; fla `chunk_gated_delta_rule`, reference notes §2.1),
+/// the entry point mixers call. For fp32/fp64 CPU tensors with `fused` set it runs the fused
+/// kernels: chunk_gated_delta_rule_cpu (forward only) when no gradient is needed,
+/// chunk_gated_delta_rule_fused (fused forward and backward) when one is. Otherwise (other
+/// devices or dtypes, or fused = false: the reference path) chunk_gated_delta_rule_torch,
+/// differentiated by autograd. Same results to rounding. chunk_size > 0.
+GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& g,
+                                        const torch::Tensor& beta, double scale,
+                                        const torch::Tensor& h0 = {}, int64_t chunk_size = 64,
+                                        bool fused = true);
+
+/// What short_conv returns.
+struct ShortConvResult {
+  torch::Tensor y;      ///< [B,T,C], after SiLU
+  torch::Tensor cache;  ///< the last K−1 inputs [B,K−1,C] (zeros where the sequence is shorter)
+};
+
+/// Causal depthwise convolution with kernel K and SiLU (fla `ShortConvolution`): x [B,T,C],
+/// weight [C,1,K], cache [B,K−1,C] (the previous inputs; undefined = zero left padding). On
+/// fp32/fp64 CPU tensors: when no gradient is needed, one fused pass computes the K taps (no
+/// concatenated copy) and SiLU runs in place; when gradients are needed and `fused` is true, a
+/// torch::autograd::Function runs the same taps forward and one fused pass per sequence backward
+/// (gradients of x, cache and weight). Otherwise (other devices, or fused false: the reference)
+/// K shifted multiply-adds in LibTorch ops. `keep_cache` false leaves the result's cache
+/// undefined (training: nothing decodes after it), which saves a copy and its autograd node.
+/// Throws c10::Error on shapes other than these.
+ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& cache = {}, bool fused = false,
+                           bool keep_cache = true);
+
+/// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
+/// zero vector maps to zero with finite gradients. x [..., D] → [..., D]. With fused true and
+/// fp32/fp64 CPU tensors that need gradients, runs as rms_norm_fused_cpu (the same map: eps / D
+/// inside the mean, weight D^{-1/2}; layers/norm.h); otherwise as LibTorch ops, the reference.
+torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6, bool fused = false);
+
+}  // namespace hybridlab
