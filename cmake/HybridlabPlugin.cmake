@@ -30,3 +30,12 @@ function(hybridlab_add_position_plugin name)
     install(TARGETS ${target} LIBRARY DESTINATION ${HYBRIDLAB_PLUGIN_INSTALL_DIR})
   endif()
 endfunction()
+
+# hybridlab_add_mixer_plugin(NAME SOURCES src1.cpp [src2.cpp ...])
+#
+# Builds one mixer plugin, exactly as hybridlab_add_position_plugin builds a positional scheme: a
+# MODULE library `NAME.so` linking the hybridlab core library. The layer graph finds it by the
+# pattern letter and name it declares in HYBRIDLAB_MIXER_PLUGIN(...).
+function(hybridlab_add_mixer_plugin name)
+  hybridlab_add_position_plugin(${name} ${ARGN})
+endfunction()

@@ -19,8 +19,8 @@
 #include <functional>
 #include <memory>
 
-#include "hybridlab/position.h"
 #include "hybridlab/mixer.h"
+#include "hybridlab/position.h"
 #include "layers/norm.h"
 
 namespace hybridlab {

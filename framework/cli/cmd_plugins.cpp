@@ -1,4 +1,4 @@
-// `hybridlab plugins list`: the positional-scheme plugins this installation finds.
+// `hybridlab plugins list`: the positional-scheme and mixer plugins this installation finds.
 
 #include <fmt/core.h>
 
@@ -11,7 +11,7 @@
 namespace hybridlab::cli {
 
 void add_plugins_command(CLI::App& app) {
-  auto* plugins = app.add_subcommand("plugins", "Positional-scheme plugins");
+  auto* plugins = app.add_subcommand("plugins", "Positional-scheme and mixer plugins");
   plugins->require_subcommand(1);
   struct Args {
     std::vector<std::string> paths;
@@ -20,7 +20,8 @@ void add_plugins_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* list = plugins->add_subcommand(
       "list",
-      "List the plugins found: name, version, hooks, file and description. Searches "
+      "List the plugins found: name, kind (position, or mixer with its pattern letter), version, "
+      "hooks, file and description. Searches "
       "--path folders, then HYBRIDLAB_PLUGIN_PATH, then the installation's plugin folder");
   list->add_option("--path", args->paths, "Extra plugin folder(s) to search first");
   list->add_option("--config", args->config, "Also search `plugins.paths` of this experiment YAML");
@@ -39,13 +40,16 @@ void add_plugins_command(CLI::App& app) {
       std::cout << "no working plugins found; searched:\n";
       for (const auto& p : host.search_path()) std::cout << "  " << p << "\n";
     } else {
-      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "NAME", "VERSION", "HOOKS",
-                               "DESCRIPTION");
+      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", "NAME", "KIND", "VERSION",
+                               "HOOKS", "DESCRIPTION");
     }
     for (const auto& r : records) {
-      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", r.name, r.version, hook_names(r.hooks),
+      const bool mixer = r.kind == kPluginKindMixer;
+      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", r.name,
+                               mixer ? fmt::format("mixer {}", r.letter) : std::string("position"),
+                               r.version, mixer ? std::string("-") : hook_names(r.hooks),
                                r.description);
-      std::cout << fmt::format("{:<12} {:<8} {:<28} {}\n", "", "", "", r.file);
+      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", "", "", "", "", r.file);
     }
     // Also when nothing worked: a library that crashed or timed out is named, not hidden.
     for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";

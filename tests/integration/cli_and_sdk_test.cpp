@@ -145,6 +145,44 @@ TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and l
       run("HYBRIDLAB_PLUGIN_PATH=" + build + " " + prefix + "/bin/hybridlab plugins list");
   CHECK(r.code == 0);
   CHECK_THAT(r.output, Contains("kerple_log") && Contains("logit_bias") && Contains("nope"));
+
+  // The out-of-tree mixer example against the same installation: built, listed with its letter,
+  // and its values checked by hand with identity projections and α = 0.5:
+  // x = 1, 2, 3 -> h = 0.5, 1.25, 2.125; one decoding step with x = 4 -> 3.0625.
+  const std::string mixer_src =
+      std::string(HYBRIDLAB_SOURCE_DIR) + "/docs/examples/out_of_tree_mixer";
+  const std::string mixer_build = (work / "mixer_build").string();
+  auto mixer_configure = run("cmake -S " + mixer_src + " -B " + mixer_build +
+                             " -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix);
+  INFO(mixer_configure.output);
+  REQUIRE(mixer_configure.code == 0);
+  auto mixer_compile = run("cmake --build " + mixer_build);
+  INFO(mixer_compile.output);
+  REQUIRE(mixer_compile.code == 0);
+  hybridlab::Config mcfg = hybridlab::Config::parse("{width: 1, decay: 0.5}", "sdk.yaml");
+  hybridlab::Section mparams = mcfg.root();
+  hybridlab::MixerContext mctx;
+  mctx.d_model = 1;
+  auto mixer = host.create_mixer(mixer_build + "/ema.so", mparams, mctx);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : mixer->named_parameters())
+      if (p.key() != "a") p.value().fill_(1.0);  // in_proj = out_proj = identity (1 x 1)
+    const torch::Tensor x = torch::tensor({1.0f, 2.0f, 3.0f}).view({1, 3, 1});
+    const torch::Tensor y = mixer->forward(x, torch::arange(3), nullptr);
+    CHECK(y[0][0][0].item<double>() == Approx(0.5).epsilon(1e-6));
+    CHECK(y[0][1][0].item<double>() == Approx(1.25).epsilon(1e-6));
+    CHECK(y[0][2][0].item<double>() == Approx(2.125).epsilon(1e-6));
+    auto cache = mixer->make_cache();
+    mixer->forward(x, torch::arange(3), cache.get());
+    const torch::Tensor step =
+        mixer->forward(torch::full({1, 1, 1}, 4.0f), torch::arange(3, 4), cache.get());
+    CHECK(step.item<double>() == Approx(3.0625).epsilon(1e-6));
+  }
+  const auto listed =
+      run("HYBRIDLAB_PLUGIN_PATH=" + mixer_build + " " + prefix + "/bin/hybridlab plugins list");
+  CHECK(listed.code == 0);
+  CHECK_THAT(listed.output, Contains("ema") && Contains("mixer M") && Contains("deltanet"));
 }
 
 }  // namespace cli_and_sdk_test

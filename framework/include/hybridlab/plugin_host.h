@@ -1,5 +1,6 @@
 #pragma once
-// The plugin host: finds positional-scheme plugins, checks them, and builds schemes from them.
+// The plugin host: finds positional-scheme and mixer plugins, checks them, and builds schemes and
+// mixers from them.
 //
 // Search order: `plugins.paths` from the YAML, then HYBRIDLAB_PLUGIN_PATH (colon-separated), then
 // the plugin folder of this installation (<prefix>/lib/hybridlab/plugins, next to the binary's
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "hybridlab/mixer.h"
 #include "hybridlab/position.h"
 
 namespace hybridlab {
@@ -25,7 +27,12 @@ struct PluginRecord {
   std::string description;
   std::string file;    ///< absolute path of the .so
   uint32_t hooks = 0;  ///< filled by probing: the hooks of a scheme built with default settings
+  PluginKind kind = kPluginKindPosition;  ///< a positional scheme or a mixer
+  char letter = 0;                        ///< a mixer's pattern letter (0 for schemes)
 };
+
+/// "position" or "mixer".
+std::string plugin_kind_name(PluginKind kind);
 
 class PluginHost {
  public:
@@ -69,6 +76,16 @@ class PluginHost {
   std::shared_ptr<PositionScheme> create(const std::string& name_or_path, Section& params,
                                          const PositionContext& ctx);
 
+  /// Builds the mixer `name_or_path` (a mixer plugin's name, or its .so path) with `params` (its
+  /// `model.<name>` section, a layer's overrides applied) and `ctx`. Each distinct (plugin,
+  /// settings, context) is built first in a supervised child and run once at [1, 8, d_model]
+  /// (output shape, dtype and finiteness checked). Throws PluginError naming the available mixer
+  /// plugins when the name is unknown or names a positional scheme, when the factory throws (its
+  /// message included) or the forward fails; PluginCrashed when its code crashed, hung or threw
+  /// something foreign in the child; ConfigError for bad or unknown params.
+  std::shared_ptr<Mixer> create_mixer(const std::string& name_or_path, Section& params,
+                                      const MixerContext& ctx);
+
   /// The .so files discover() found but did not load, each as "path (reason)": libraries that
   /// are not hybridlab plugins.
   std::vector<std::string> skipped_files();
@@ -93,4 +110,9 @@ namespace hybridlab {
 /// returns a host that searches those folders first. Throws ConfigError at `file:line:col` of the
 /// entry for a path that is empty, does not exist, is not a folder or cannot be read.
 std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg);
+
+/// The host make_plugin_host returns, without checking or reporting the `plugins:` section:
+/// entries that are not readable folders are left out (the section's own reader reports them).
+/// For lookups while a configuration is still being read (a pattern letter of a mixer plugin).
+std::unique_ptr<PluginHost> make_plugin_host_unchecked(const Config& cfg);
 }  // namespace hybridlab

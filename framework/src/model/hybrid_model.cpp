@@ -104,6 +104,7 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
     mc.host = &host;
     mc.lengths = ctx;
     mc.shared = &shared;
+    mc.fused_kernels = opts.fused_kernels;
     std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, mc);
     blocks_.push_back(register_module(
         "layers_" + std::to_string(i),

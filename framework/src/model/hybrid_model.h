@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "hybridlab/model.h"
 #include "hybridlab/mixer.h"
+#include "hybridlab/model.h"
 #include "layers/mlp.h"
 #include "layers/norm.h"
 #include "model/mixer.h"

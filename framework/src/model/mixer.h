@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "hybridlab/config.h"
+#include "hybridlab/mixer.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
-#include "hybridlab/mixer.h"
 
 namespace hybridlab {
 
@@ -42,6 +42,7 @@ struct MixerBuildContext {
   PluginHost* host = nullptr;
   ModelBuildContext lengths;
   SharedSchemes* shared = nullptr;
+  bool fused_kernels = true;  ///< model.fused_kernels
 };
 
 /// One registered mixer type.
@@ -76,6 +77,21 @@ class MixerRegistry {
 
 /// Registers every built-in mixer type: one line per type. Called once by instance().
 void register_builtin_mixers(MixerRegistry& registry);
+
+/// What find_plugin_mixer found.
+struct PluginMixerLookup {
+  const MixerType* type = nullptr;  ///< nullptr when no usable mixer plugin has the letter/name
+  std::string names;                ///< "D (deltanet, plugin), ..." for messages ("" if none)
+  std::string note;  ///< what is amiss among the plugins (a clash, a crash), "" when nothing is
+};
+
+/// The mixer type that a mixer plugin on `cfg`'s plugin search path (plugins.paths,
+/// HYBRIDLAB_PLUGIN_PATH, the installation's folder) provides for `letter_or_name` (its pattern
+/// letter or its name). Plugins are searched once per search path and their types live for the
+/// process. A plugin whose letter or name is a built-in mixer's, or another plugin's, is not
+/// used, and the note says so. The type's read() keeps the plugin's settings for its factory,
+/// which reads (and checks) them when the model is built, through MixerBuildContext::host.
+PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& letter_or_name);
 
 // One MixerType per built-in mixer, each defined in its own file.
 MixerType attention_mixer_type();       // mixer_attention.cpp

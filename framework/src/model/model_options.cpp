@@ -23,6 +23,16 @@ bool parse_index(const std::string& text, int64_t& out) {
   return used == text.size();
 }
 
+// The keys of `model:` itself (besides mixer sections).
+bool is_model_key(const std::string& key) {
+  static const char* const keys[] = {"d_model",       "vocab_size", "norm_eps", "tie_embeddings",
+                                     "init_std",      "mlp",        "position", "layers",
+                                     "fused_kernels", "overrides"};
+  for (const char* k : keys)
+    if (key == k) return true;
+  return false;
+}
+
 // More layers than any model here needs; a typo in `repeat` (1000000) must not build them.
 constexpr int64_t kMaxLayers = 4096;
 
@@ -58,11 +68,27 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   if (s.has("position")) o->position = read_position_spec(s.child("position"));
 
   // ---- the layer letters: {pattern, repeat}, a string, or an explicit list
+  // Built-in types first; a letter or name no built-in has is looked up among the mixer plugins,
+  // which are searched only then: a model of built-in mixers runs no plugin code here.
+  PluginMixerLookup plugins;
+  bool searched = false;
+  auto find_type = [&](const std::string& key) -> const MixerType* {
+    if (const MixerType* t = registry.find(key)) return t;
+    plugins = find_plugin_mixer(s.config(), key);
+    searched = true;
+    return plugins.type;
+  };
+  auto known = [&] {
+    std::string k = registry.names();
+    if (searched && !plugins.names.empty()) k += ", " + plugins.names;
+    if (searched && !plugins.note.empty()) k += " (" + plugins.note + ")";
+    return k;
+  };
   std::vector<const MixerType*> types;
   auto add = [&](const std::string& item, Section& where, const std::string& key) {
-    const MixerType* t = registry.find(item);
+    const MixerType* t = find_type(item);
     if (!t) {
-      where.error(key, "'" + item + "' names no mixer; known: " + registry.names());
+      where.error(key, "'" + item + "' names no mixer; known: " + known());
       return;
     }
     types.push_back(t);
@@ -78,7 +104,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     const std::string letters = s.get<std::string>("layers", "");
     std::map<char, std::pair<size_t, size_t>> unknown;
     for (size_t i = 0; i < letters.size(); ++i) {
-      if (const MixerType* t = registry.find(std::string(1, letters[i]))) {
+      if (const MixerType* t = find_type(std::string(1, letters[i]))) {
         types.push_back(t);
       } else {
         auto [it, fresh] = unknown.emplace(letters[i], std::make_pair(size_t{0}, i + 1));
@@ -87,7 +113,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     }
     for (const auto& [letter, seen] : unknown) {
       s.error("layers", letter_error(letter, seen.first, seen.second, letters.size()) +
-                            "; known letters: " + registry.names());
+                            "; known letters: " + known());
     }
   } else {
     Section ls = s.child("layers");
@@ -100,7 +126,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     std::vector<const MixerType*> once;
     std::map<char, std::pair<size_t, size_t>> unknown;  // letter -> (count, first position)
     for (size_t i = 0; i < pattern.size(); ++i) {
-      const MixerType* t = registry.find(std::string(1, pattern[i]));
+      const MixerType* t = find_type(std::string(1, pattern[i]));
       if (!t) {
         auto [it, fresh] = unknown.emplace(pattern[i], std::make_pair(size_t{0}, i + 1));
         ++it->second.first;
@@ -110,7 +136,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     }
     for (const auto& [letter, seen] : unknown) {
       ls.error("pattern", letter_error(letter, seen.first, seen.second, pattern.size()) +
-                              "; known letters: " + registry.names());
+                              "; known letters: " + known());
     }
     const int64_t copies = unknown.empty() ? std::max<int64_t>(repeat, 1) : 1;
     for (int64_t r = 0; r < copies && static_cast<int64_t>(types.size()) <= kMaxLayers; ++r)
@@ -131,6 +157,14 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     bool used = false;
     for (const MixerType* u : types) used = used || u == &t;
     if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);
+  }
+  for (const MixerType* t : types) {  // plugin mixers the layers use
+    if (!base.count(t)) base[t] = t->read(s.child(t->name), dims, nullptr);
+  }
+  for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
+    if (key.size() < 2 || is_model_key(key) || registry.find(key)) continue;
+    if (const MixerType* t = find_type(key); t && !base.count(t))
+      base[t] = t->read(s.child(t->name), dims, nullptr);
   }
   for (const MixerType* t : types) {
     o->layers.push_back(LayerSpec{t, base[t], false});

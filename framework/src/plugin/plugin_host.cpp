@@ -25,6 +25,8 @@ namespace {
 
 constexpr const char* kInfoAlias = "hybridlab_plugin_info";
 constexpr const char* kFactoryAlias = "hybridlab_position_factory";
+constexpr const char* kMixerInfoAlias = "hybridlab_mixer_info";
+constexpr const char* kMixerFactoryAlias = "hybridlab_mixer_factory";
 
 bool looks_like_path(const std::string& s) {
   return s.find('/') != std::string::npos ||
@@ -103,12 +105,14 @@ std::string not_a_plugin_reason(const fs::path& file) {
   try {
     boost::dll::library_info info(file, true);
     const auto symbols = info.symbols("boostdll");
-    const bool has_info = std::find(symbols.begin(), symbols.end(), kInfoAlias) != symbols.end();
-    const bool has_factory =
-        std::find(symbols.begin(), symbols.end(), kFactoryAlias) != symbols.end();
-    if (has_info && has_factory) return "";
+    auto has = [&](const char* s) {
+      return std::find(symbols.begin(), symbols.end(), s) != symbols.end();
+    };
+    if (has(kInfoAlias) && has(kFactoryAlias)) return "";
+    if (has(kMixerInfoAlias) && has(kMixerFactoryAlias)) return "";
     return "it exports no hybridlab plugin symbols (a plugin ends with "
-           "HYBRIDLAB_POSITION_PLUGIN(...) and is built with hybridlab_add_position_plugin)";
+           "HYBRIDLAB_POSITION_PLUGIN(...) or HYBRIDLAB_MIXER_PLUGIN(...) and is built with "
+           "hybridlab_add_position_plugin or hybridlab_add_mixer_plugin)";
   } catch (const std::exception&) {
     return "it is not a shared library";
   }
@@ -138,6 +142,12 @@ struct PluginHost::Impl {
 
   LoadedPlugin& load(const std::string& path);
   void scan_folder(const std::string& dir, bool must_exist);
+  /// Scans the search path once (PluginHost::discover).
+  void discover();
+  /// The loaded plugin `name_or_path` of `kind`; throws PluginError located at `params` (the
+  /// message lists `search`).
+  LoadedPlugin& find(const std::string& name_or_path, Section& params, PluginKind kind,
+                     const std::vector<std::string>& search);
 };
 
 LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
@@ -170,6 +180,8 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   p.record.description = probed.description;
   p.record.file = file;
   p.record.hooks = probed.hooks;
+  p.record.kind = static_cast<PluginKind>(probed.kind);
+  p.record.letter = probed.letter;
   p.lib = lib;
   if (auto it = by_name.find(p.record.name); it != by_name.end()) {
     throw PluginError("two plugins are named '" + p.record.name + "': " + it->second.record.file +
@@ -266,13 +278,15 @@ std::vector<std::string> PluginHost::search_path() const {
   return out;
 }
 
-void PluginHost::discover() {
-  if (impl_->discovered) return;
-  for (const auto& d : impl_->extra_paths) impl_->scan_folder(d, true);
-  for (const auto& d : env_plugin_dirs()) impl_->scan_folder(d, true);
-  impl_->scan_folder(default_plugin_dir(), false);
-  impl_->discovered = true;
+void PluginHost::Impl::discover() {
+  if (discovered) return;
+  for (const auto& d : extra_paths) scan_folder(d, true);
+  for (const auto& d : env_plugin_dirs()) scan_folder(d, true);
+  scan_folder(PluginHost::default_plugin_dir(), false);
+  discovered = true;
 }
+
+void PluginHost::discover() { impl_->discover(); }
 
 std::vector<std::string> PluginHost::skipped_files() {
   discover();
@@ -293,43 +307,68 @@ std::vector<std::string> PluginHost::broken_plugins() {
   return impl_->broken;
 }
 
-std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_path, Section& params,
-                                                   const PositionContext& ctx) {
+std::string plugin_kind_name(PluginKind kind) {
+  return kind == kPluginKindMixer ? "mixer" : "position";
+}
+
+LoadedPlugin& PluginHost::Impl::find(const std::string& name_or_path, Section& params,
+                                     PluginKind kind, const std::vector<std::string>& search) {
+  const std::string what = kind == kPluginKindMixer ? "mixer" : "positional scheme";
   LoadedPlugin* plugin = nullptr;
   if (looks_like_path(name_or_path)) {
     try {
-      plugin = &impl_->load(name_or_path);
+      plugin = &load(name_or_path);
     } catch (const PluginError& e) {
-      const Location where = params.location("scheme");
+      const Location where = params.location(kind == kPluginKindMixer ? "" : "scheme");
       if (where.line <= 0) throw;
-      const std::string msg = where.str() + ": " + params.path() + ".scheme: " + e.what();
+      const std::string msg = where.str() + ": " + params.path() +
+                              (kind == kPluginKindMixer ? "" : ".scheme") + ": " + e.what();
       // A crash stays a crash: a sweep records it against its variants and goes on.
       if (dynamic_cast<const PluginCrashed*>(&e)) throw PluginCrashed(msg);
       throw PluginError(msg);
     }
   } else {
     discover();
-    auto it = impl_->by_name.find(name_or_path);
-    if (it == impl_->by_name.end()) {
+    auto it = by_name.find(name_or_path);
+    if (it == by_name.end() || it->second.record.kind != kind) {
       std::vector<std::string> names;
-      for (const auto& kv : impl_->by_name) names.push_back(kv.first);
+      for (const auto& kv : by_name)
+        if (kv.second.record.kind == kind) names.push_back(kv.first);
       const std::string near = nearest_key(name_or_path, names);
-      throw PluginError(
-          params.location("scheme").str() + ": unknown positional scheme '" + name_or_path + "'" +
-          (near.empty() ? "" : "; did you mean '" + near + "'?") + " (available: " +
-          (names.empty() ? "none" : join(names, ", ")) + "; searched: " + join(search_path(), ":") +
-          (impl_->skipped.empty() ? "" : "; skipped: " + join(impl_->skipped, ", ")) +
-          (impl_->broken.empty() ? "" : "; broken: " + join(impl_->broken, "; ")) + ")");
+      const std::string other = it == by_name.end()
+                                    ? ""
+                                    : " ('" + name_or_path + "' is a " +
+                                          plugin_kind_name(it->second.record.kind) + " plugin)";
+      throw PluginError(params.location(kind == kPluginKindMixer ? "" : "scheme").str() +
+                        ": unknown " + what + " '" + name_or_path + "'" + other +
+                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                        " (available: " + (names.empty() ? "none" : join(names, ", ")) +
+                        "; searched: " + join(search, ":") +
+                        (skipped.empty() ? "" : "; skipped: " + join(skipped, ", ")) +
+                        (broken.empty() ? "" : "; broken: " + join(broken, "; ")) + ")");
     }
     plugin = &it->second;
   }
-  params.accept("scheme");
-  auto& factory = plugin->lib->get_alias<PositionFactory>(kFactoryAlias);
-  // These settings at this shape built once in a supervised child, its hooks called there.
-  detail::probe_factory(plugin->record.name, plugin->record.file, factory, params, ctx);
-  std::shared_ptr<PositionScheme> made;
+  if (plugin->record.kind != kind) {
+    throw PluginError(params.location("").str() + ": " + params.path() + ": '" + name_or_path +
+                      "' is a " + plugin_kind_name(plugin->record.kind) + " plugin, not a " + what);
+  }
+  return *plugin;
+}
+
+namespace {
+
+// Runs a plugin's factory in this process (after its supervised probe), locating what it refuses
+// at its settings; the result shares ownership with a holder that also owns the library, so the
+// object's code (its vtable, its deleter) outlives every use of it (boost.dll tutorial 8).
+template <class T>
+std::shared_ptr<T> build_from_plugin(const LoadedPlugin& plugin, Section& params,
+                                     const std::function<std::shared_ptr<T>()>& make,
+                                     const std::string& what) {
+  const std::string who = "plugin '" + plugin.record.name + "' (" + plugin.record.file + ")";
+  std::shared_ptr<T> made;
   try {
-    made = factory(params, ctx);
+    made = make();
   } catch (const ConfigError& e) {
     // Locate what the plugin refused at its settings, unless its message already does.
     params.config().raise_errors();
@@ -341,49 +380,93 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
     throw ConfigError(msg);
   } catch (const std::exception& e) {
     params.config().raise_errors();  // a bad setting recorded before the crash explains it best
-    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
-                      ") failed to build the scheme at " + params.location("").str() + ": " +
-                      e.what());
+    throw PluginError(who + " failed to build the " + what + " at " + params.location("").str() +
+                      ": " + e.what());
   } catch (...) {
     params.config().raise_errors();
-    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
-                      ") failed to build the scheme: it threw an exception that is not a "
-                      "std::exception");
+    throw PluginError(who + " failed to build the " + what +
+                      ": it threw an exception that is not a std::exception");
   }
   params.done();
-  if (!made) {
-    throw PluginError("plugin '" + plugin->record.name + "' (" + plugin->record.file +
-                      ") returned no scheme");
-  }
-  // The returned pointer shares ownership with a holder that also owns the library, so the code
-  // of the object (its vtable, its deleter) outlives every use of it (boost.dll tutorial 8).
+  if (!made) throw PluginError(who + " returned no " + what);
   struct Holder {
     std::shared_ptr<boost::dll::shared_library> lib;  // declared first: destroyed last
-    std::shared_ptr<PositionScheme> object;
+    std::shared_ptr<T> object;
   };
-  auto holder = std::make_shared<Holder>(Holder{plugin->lib, made});
-  return std::shared_ptr<PositionScheme>(holder, holder->object.get());
+  auto holder = std::make_shared<Holder>(Holder{plugin.lib, made});
+  return std::shared_ptr<T>(holder, holder->object.get());
 }
 
-std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg) {
+}  // namespace
+
+std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_path, Section& params,
+                                                   const PositionContext& ctx) {
+  LoadedPlugin& plugin = impl_->find(name_or_path, params, kPluginKindPosition, search_path());
+  params.accept("scheme");
+  auto& factory = plugin.lib->get_alias<PositionFactory>(kFactoryAlias);
+  // These settings at this shape built once in a supervised child, its hooks called there.
+  detail::probe_factory(plugin.record.name, plugin.record.file, factory, params, ctx);
+  return build_from_plugin<PositionScheme>(
+      plugin, params, [&] { return factory(params, ctx); }, "scheme");
+}
+
+std::shared_ptr<Mixer> PluginHost::create_mixer(const std::string& name_or_path, Section& params,
+                                                const MixerContext& ctx) {
+  LoadedPlugin& plugin = impl_->find(name_or_path, params, kPluginKindMixer, search_path());
+  auto& factory = plugin.lib->get_alias<MixerFactory>(kMixerFactoryAlias);
+  detail::probe_mixer_factory(plugin.record.name, plugin.record.file, factory, params, ctx);
+  return build_from_plugin<Mixer>(
+      plugin, params, [&] { return factory(params, ctx); }, "mixer");
+}
+
+namespace {
+// The `plugins.paths` entries, resolved against the config file's folder. With `report`, every
+// entry that names no readable folder is recorded at its line; without, it is left out.
+std::vector<std::string> plugin_paths(const Config& cfg, bool report) {
   Section s = cfg.section("plugins");
-  auto paths = s.get<std::vector<std::string>>("paths", {});
-  s.finish();
+  std::vector<std::string> paths;
+  if (report) {
+    paths = s.get<std::vector<std::string>>("paths", {});
+    s.finish();
+  } else {
+    const YAML::Node n = cfg.lookup("plugins.paths");
+    if (n.IsDefined() && n.IsSequence()) {
+      for (const auto& e : n)
+        if (e.IsScalar()) paths.push_back(e.Scalar());
+    }
+  }
   const fs::path base =
       cfg.file().empty() ? fs::current_path() : fs::path(cfg.file()).parent_path();
   // Each entry is checked here, where its line is known; discovery would name the folder only.
+  std::vector<std::string> out;
   for (size_t i = 0; i < paths.size(); ++i) {
-    std::string& p = paths[i];
+    std::string p = paths[i];
     const std::string key = "paths." + std::to_string(i);
-    if (p.empty()) {
-      s.error(key, "an empty path names no plugin folder; remove it or write the folder");
-      continue;
+    std::string why = p.empty() ? "an empty path names no plugin folder; remove it or write the "
+                                  "folder"
+                                : "";
+    if (!p.empty() && !fs::path(p).is_absolute()) {
+      p = fs::absolute(base / p).lexically_normal().string();
     }
-    if (!fs::path(p).is_absolute()) p = fs::absolute(base / p).lexically_normal().string();
-    if (const std::string why = plugin_folder_problem(p, false); !why.empty()) s.error(key, why);
+    if (why.empty()) why = plugin_folder_problem(p, false);
+    if (why.empty()) {
+      out.push_back(p);
+    } else if (report) {
+      s.error(key, why);
+    }
   }
+  return out;
+}
+}  // namespace
+
+std::unique_ptr<PluginHost> make_plugin_host(const Config& cfg) {
+  std::vector<std::string> paths = plugin_paths(cfg, true);
   cfg.raise_errors();
   return std::make_unique<PluginHost>(paths);
+}
+
+std::unique_ptr<PluginHost> make_plugin_host_unchecked(const Config& cfg) {
+  return std::make_unique<PluginHost>(plugin_paths(cfg, false));
 }
 
 }  // namespace hybridlab

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +20,7 @@ namespace hybridlab::detail {
 namespace {
 
 constexpr const char* kInfoAlias = "hybridlab_plugin_info";
+constexpr const char* kMixerInfoAlias = "hybridlab_mixer_info";
 
 // A record string: a plugin's names are short text; a null or unterminated pointer is a broken
 // record (read in the child, where a wild pointer costs nothing).
@@ -33,15 +35,15 @@ std::string record_string(const char* s, const char* field, const std::string& f
   return std::string(s, n);
 }
 
-// Why a plugin built as `info` says cannot run in this host ("" when it can).
-std::string abi_problem(const PluginInfo& info, const std::string& torch_version,
-                        const std::string& file) {
+// Why a plugin built with these ABI fields cannot run in this host ("" when it can).
+std::string abi_problem(int api_version, int host_api_version, const std::string& torch_version,
+                        int cxx11_abi, const std::string& file) {
   const PluginInfo host = host_plugin_info();
-  if (info.api_version != host.api_version) {
+  if (api_version != host_api_version) {
     return fmt::format(
         "plugin '{}' was built for hybridlab plugin API version {}, this hybridlab has version "
         "{}: rebuild the plugin against this hybridlab",
-        file, info.api_version, host.api_version);
+        file, api_version, host_api_version);
   }
   if (torch_version != host.torch_version) {
     return fmt::format(
@@ -49,11 +51,11 @@ std::string abi_problem(const PluginInfo& info, const std::string& torch_version
         "plugin against the same LibTorch",
         file, torch_version, host.torch_version);
   }
-  if (info.cxx11_abi != host.cxx11_abi) {
+  if (cxx11_abi != host.cxx11_abi) {
     return fmt::format(
         "plugin '{}' was built with _GLIBCXX_USE_CXX11_ABI={}, this hybridlab with {}: rebuild the "
         "plugin with the same flag",
-        file, info.cxx11_abi, host.cxx11_abi);
+        file, cxx11_abi, host.cxx11_abi);
   }
   return "";
 }
@@ -73,7 +75,7 @@ PositionContext probe_context() {
 // The fields of a record, NUL-separated, as the child returns them.
 std::string encode(const ProbedLibrary& p) {
   return p.name + '\0' + p.version + '\0' + p.description + '\0' + std::to_string(p.hooks) + '\0' +
-         p.refusal;
+         p.refusal + '\0' + std::to_string(p.kind) + '\0' + std::string(1, p.letter);
 }
 
 ProbedLibrary decode(const std::string& text) {
@@ -84,8 +86,110 @@ ProbedLibrary decode(const std::string& text) {
     else
       f.back().push_back(c);
   }
-  f.resize(5);
-  return {f[0], f[1], f[2], static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10)), f[4]};
+  f.resize(7);
+  ProbedLibrary p;
+  p.name = f[0];
+  p.version = f[1];
+  p.description = f[2];
+  p.hooks = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
+  p.refusal = f[4];
+  p.kind = static_cast<int>(std::strtol(f[5].c_str(), nullptr, 10));
+  p.letter = f[6].empty() ? '\0' : f[6][0];
+  return p;
+}
+
+MixerContext mixer_probe_context() {
+  MixerContext ctx;
+  ctx.d_model = 64;
+  ctx.layer_index = 0;
+  ctx.train_length = 128;
+  ctx.max_length = 128;
+  return ctx;
+}
+
+// One forward at [1, 8, d_model] without and with a decoding cache, its outputs checked.
+void exercise_mixer(Mixer& m, const std::string& name, const MixerContext& ctx) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({1, 8, ctx.d_model});
+  const torch::Tensor pos = torch::arange(8, torch::kLong);
+  std::unique_ptr<MixerCache> cache = m.make_cache();
+  for (MixerCache* c : {static_cast<MixerCache*>(nullptr), cache.get()}) {
+    const torch::Tensor y = m.forward(x, pos, c);
+    const std::string where = c ? "forward with a decoding cache" : "forward";
+    if (!y.defined() || y.sizes() != x.sizes() || y.scalar_type() != x.scalar_type()) {
+      throw PluginError(fmt::format(
+          "mixer '{}': {} at [1, 8, {}] float returned {}, expected a float tensor [1, 8, {}]",
+          name, where, ctx.d_model,
+          y.defined() ? fmt::format("{} {}", c10::toString(y.scalar_type()), c10::str(y.sizes()))
+                      : std::string("no tensor"),
+          ctx.d_model));
+    }
+    if (!torch::isfinite(y).all().item<bool>()) {
+      throw PluginError(fmt::format("mixer '{}': {} at [1, 8, {}] returned non-finite values", name,
+                                    where, ctx.d_model));
+    }
+  }
+}
+
+// The record of a positional-scheme library, and its default scheme's hooks.
+void probe_position_record(boost::dll::shared_library& lib, const std::string& file,
+                           const StageFn& stage, ProbedLibrary& out) {
+  const PluginInfo& info = lib.get_alias<const PluginInfo>(kInfoAlias);
+  out.kind = kPluginKindPosition;
+  out.refusal =
+      abi_problem(info.api_version, kPluginApiVersion,
+                  record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
+  if (!out.refusal.empty()) return;
+  out.name = record_string(info.name, "name", file);
+  out.version = record_string(info.version, "version", file);
+  out.description = record_string(info.description, "description", file);
+  stage("building a scheme with default settings (its factory)");
+  auto& factory = lib.get_alias<PositionFactory>("hybridlab_position_factory");
+  try {
+    Config empty;
+    Section params = empty.root();
+    const std::shared_ptr<PositionScheme> s = factory(params, probe_context());
+    stage("asking the scheme its hooks");
+    if (s) out.hooks = s->hooks();
+  } catch (const std::exception&) {
+    out.hooks = 0;  // a scheme that needs settings: its hooks are known once it is configured
+  }
+}
+
+// The record of a mixer library; a mixer with default settings built once.
+void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file,
+                        const StageFn& stage, ProbedLibrary& out) {
+  const MixerPluginInfo& info = lib.get_alias<const MixerPluginInfo>(kMixerInfoAlias);
+  out.kind = kPluginKindMixer;
+  out.refusal =
+      abi_problem(info.api_version, kMixerPluginApiVersion,
+                  record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
+  if (!out.refusal.empty()) return;
+  if (info.kind != kPluginKindMixer) {
+    out.refusal = fmt::format("plugin '{}': its mixer record says kind {}, expected {} (a mixer)",
+                              file, info.kind, static_cast<int>(kPluginKindMixer));
+    return;
+  }
+  out.name = record_string(info.name, "name", file);
+  out.version = record_string(info.version, "version", file);
+  out.description = record_string(info.description, "description", file);
+  const auto letter = static_cast<unsigned char>(info.letter);
+  if (!((letter >= 'A' && letter <= 'Z') || (letter >= 'a' && letter <= 'z'))) {
+    out.refusal = fmt::format(
+        "plugin '{}': its pattern letter must be an ASCII letter (A-Z, a-z), got character {}",
+        file, static_cast<int>(letter));
+    return;
+  }
+  out.letter = info.letter;
+  stage("building a mixer with default settings (its factory)");
+  auto& factory = lib.get_alias<MixerFactory>("hybridlab_mixer_factory");
+  try {
+    Config empty;
+    Section params = empty.root();
+    factory(params, mixer_probe_context());
+  } catch (const std::exception&) {
+    // A mixer that needs settings; its forward is run once it is configured (probe_mixer_factory).
+  }
 }
 
 // The child's side of probe_library.
@@ -101,26 +205,13 @@ std::string probe_in_child(const std::string& file, const StageFn& stage) {
   }
   stage("reading its record");
   try {
-    const PluginInfo& info = lib->get_alias<const PluginInfo>(kInfoAlias);
-    out.refusal = abi_problem(info, record_string(info.torch_version, "torch_version", file), file);
-    if (!out.refusal.empty()) return encode(out);
-    out.name = record_string(info.name, "name", file);
-    out.version = record_string(info.version, "version", file);
-    out.description = record_string(info.description, "description", file);
+    if (lib->has(kMixerInfoAlias)) {
+      probe_mixer_record(*lib, file, stage, out);
+    } else {
+      probe_position_record(*lib, file, stage, out);
+    }
   } catch (const PluginError& e) {
     out.refusal = e.what();
-    return encode(out);
-  }
-  stage("building a scheme with default settings (its factory)");
-  auto& factory = lib->get_alias<PositionFactory>("hybridlab_position_factory");
-  try {
-    Config empty;
-    Section params = empty.root();
-    const std::shared_ptr<PositionScheme> s = factory(params, probe_context());
-    stage("asking the scheme its hooks");
-    if (s) out.hooks = s->hooks();
-  } catch (const std::exception&) {
-    out.hooks = 0;  // a scheme that needs settings: its hooks are known once it is configured
   }
   return encode(out);
 }
@@ -175,41 +266,47 @@ ProbedLibrary probe_library(const std::string& file) {
   return it->second.first;
 }
 
-void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
-                   Section& params, const PositionContext& ctx) {
+namespace {
+
+// The first line of an exception's message (LibTorch's what() carries a C++ backtrace).
+std::string first_line(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  const std::string why = c10e ? c10e->what_without_backtrace() : e.what();
+  return why.substr(0, std::min(why.find('\n'), size_t{600}));
+}
+
+// Runs `build` (returns nullptr when the factory throws: the caller's own call throws it again,
+// located) and then `exercise` on what it built, in a supervised child, once per `key`.
+template <class T>
+void probe_once(const std::string& key, const std::string& name, const std::string& file,
+                const std::string& what, const std::function<std::shared_ptr<T>()>& build,
+                const std::function<void(T&)>& exercise) {
   static std::mutex mu;
   static auto* passed = new std::set<std::string>();
-  const std::string key = file + "\n" + YAML::Dump(params.node()) + "\n" + context_key(ctx);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (passed->count(key)) return;
   }
   const Supervised s = run_supervised(
       [&](const StageFn& stage) -> std::string {
-        stage("building the scheme (its factory)");
-        std::shared_ptr<PositionScheme> made;
+        stage(what == "mixer" ? "building the mixer (its factory)"
+                              : "building the scheme (its factory)");
+        std::shared_ptr<T> made;
         try {
-          made = factory(params, ctx);
+          made = build();
         } catch (const std::exception&) {
-          return "";  // the caller's own call throws it again, located
+          return "";
         }
         if (!made) return "";
-        stage("calling its hooks at a small shape");
+        stage(what == "mixer" ? "running its forward at a small shape"
+                              : "calling its hooks at a small shape");
         try {
-          exercise_hooks(*made, ctx);
+          exercise(*made);
         } catch (const PluginError& e) {
           return e.what();
-        } catch (const c10::Error& e) {
-          // LibTorch's what() carries a C++ backtrace: its first line is the message.
-          const std::string why = e.what_without_backtrace();
-          return fmt::format(
-              "positional scheme '{}': a hook failed at a small shape ({} positions): {}", name, 8,
-              why.substr(0, std::min(why.find('\n'), size_t{600})));
         } catch (const std::exception& e) {
-          const std::string why = e.what();
-          return fmt::format(
-              "positional scheme '{}': a hook failed at a small shape ({} positions): {}", name, 8,
-              why.substr(0, std::min(why.find('\n'), size_t{600})));
+          return fmt::format("{} '{}': {} failed at a small shape (8 positions): {}", what, name,
+                             what == "mixer" ? "its forward" : "a hook", first_line(e));
         }
         return "";
       },
@@ -219,6 +316,25 @@ void probe_factory(const std::string& name, const std::string& file, PositionFac
     throw PluginError(fmt::format("plugin '{}' ({}): {}", name, file, s.payload));
   std::lock_guard<std::mutex> lock(mu);
   passed->insert(key);
+}
+
+}  // namespace
+
+void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
+                   Section& params, const PositionContext& ctx) {
+  probe_once<PositionScheme>(
+      file + "\n" + YAML::Dump(params.node()) + "\n" + context_key(ctx), name, file,
+      "positional scheme", [&] { return factory(params, ctx); },
+      [&](PositionScheme& s) { exercise_hooks(s, ctx); });
+}
+
+void probe_mixer_factory(const std::string& name, const std::string& file, MixerFactory& factory,
+                         Section& params, const MixerContext& ctx) {
+  const std::string context = fmt::format("mixer {} {} {} {} {}", ctx.d_model, ctx.layer_index,
+                                          ctx.train_length, ctx.max_length, ctx.fused_kernels);
+  probe_once<Mixer>(
+      file + "\n" + YAML::Dump(params.node()) + "\n" + context, name, file, "mixer",
+      [&] { return factory(params, ctx); }, [&](Mixer& m) { exercise_mixer(m, name, ctx); });
 }
 
 }  // namespace hybridlab::detail

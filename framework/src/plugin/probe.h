@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hybridlab/mixer.h"
 #include "hybridlab/position.h"
 
 namespace hybridlab::detail {
@@ -13,13 +14,16 @@ namespace hybridlab::detail {
 /// What the child learned about a library.
 struct ProbedLibrary {
   std::string name, version, description;
-  uint32_t hooks = 0;   ///< of a scheme built with default settings (0 when that throws)
+  int kind = kPluginKindPosition;  ///< PluginKind: which record and factory the library exports
+  char letter = 0;                 ///< a mixer's pattern letter
+  uint32_t hooks = 0;              ///< of a scheme built with default settings (0 when that throws)
   std::string refusal;  ///< why this host must not load it (ABI, record): a PluginError message
 };
 
 /// Loads `file` (canonical path) in a supervised child and reads its record there (no null or
-/// overlong strings, the host's plugin API, LibTorch version and C++ ABI flag), then builds a
-/// scheme with default settings at a small shape and asks its hooks. Remembered per file for the
+/// overlong strings, the host's plugin API, LibTorch version and C++ ABI flag; for a mixer, its
+/// kind and a printable pattern letter), then builds a scheme (or mixer) with default settings at
+/// a small shape and asks its hooks (a mixer: builds one). Remembered per file for the
 /// life of the process. Throws PluginCrashed naming the file and the stage (loading the library,
 /// reading its record, its factory, its hooks) when the child is killed by a signal, does not
 /// return within plugin_time_limit() or throws something that is not a std::exception.
@@ -33,5 +37,12 @@ ProbedLibrary probe_library(const std::string& file);
 /// What the factory itself throws is left to the caller's own call, which throws it again.
 void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
                    Section& params, const PositionContext& ctx);
+
+/// The mixer counterpart of probe_factory: builds `factory(params, ctx)` of mixer plugin `name`
+/// in a supervised child and runs one forward at [1, 8, d_model] there (with and without a
+/// decoding cache), checking that it returns a finite tensor of that shape and dtype.
+/// Remembered per (file, settings, context). Throws as probe_factory does.
+void probe_mixer_factory(const std::string& name, const std::string& file, MixerFactory& factory,
+                         Section& params, const MixerContext& ctx);
 
 }  // namespace hybridlab::detail

@@ -49,8 +49,21 @@ inline std::unique_ptr<PluginHost> test_host() {
   return host;
 }
 
-/// Every scheme the test plugin folder provides (whatever the positional-scheme work has built
-/// so far; at least nope), with its hooks probed at default settings.
-inline std::vector<PluginRecord> discovered_schemes(PluginHost& host) { return host.plugins(); }
+/// Every positional scheme the test plugin folder provides (at least nope), with its hooks probed
+/// at default settings; mixer plugins are left out.
+inline std::vector<PluginRecord> discovered_schemes(PluginHost& host) {
+  std::vector<PluginRecord> out;
+  for (const PluginRecord& r : host.plugins())
+    if (r.kind == kPluginKindPosition) out.push_back(r);
+  return out;
+}
+
+/// Every mixer plugin the test plugin folder provides (at least deltanet).
+inline std::vector<PluginRecord> discovered_mixers(PluginHost& host) {
+  std::vector<PluginRecord> out;
+  for (const PluginRecord& r : host.plugins())
+    if (r.kind == kPluginKindMixer) out.push_back(r);
+  return out;
+}
 
 }  // namespace hybridlab::test

@@ -1,0 +1,318 @@
+// Mixer plugins: the host finds, probes and builds them; the DeltaNet plugin's delta rule against
+// hand-derived values (reference notes, mixers_and_schemes_v2.md §2), its chunked form against its
+// recurrent one, decoding against the whole sequence, and its gradients against finite
+// differences; a conformance loop that every mixer plugin passes (causality, decode == forward,
+// finite gradients); a model of D and A layers read from YAML.
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "hybridlab/mixer_ops.h"
+#include "layers_test_util.h"
+#include "model/hybrid_model.h"
+#include "model/model_options.h"
+
+using namespace hybridlab;
+using Catch::Matchers::Contains;
+
+namespace mixer_plugins_test {
+namespace {
+
+MixerContext small_mixer_context(int64_t d_model = 32) {
+  MixerContext ctx;
+  ctx.d_model = d_model;
+  ctx.train_length = 64;
+  ctx.max_length = 64;
+  return ctx;
+}
+
+std::shared_ptr<Mixer> make_mixer(PluginHost& host, const std::string& name,
+                                  const std::string& yaml, int64_t d_model = 32,
+                                  bool fused = true) {
+  Config cfg = Config::parse(yaml, "test.yaml");
+  Section params = cfg.root();
+  MixerContext ctx = small_mixer_context(d_model);
+  ctx.fused_kernels = fused;
+  return host.create_mixer(name, params, ctx);
+}
+
+// Copies every parameter of `from` into `to` (same plugin, same shapes).
+void copy_parameters(Mixer& from, Mixer& to) {
+  torch::NoGradGuard no_grad;
+  auto src = from.named_parameters();
+  for (auto& p : to.named_parameters()) p.value().copy_(src[p.key()]);
+}
+
+// The delta rule without decay, one head: S0 [dk,dv] and (k, v, β) per step; returns S_T.
+torch::Tensor delta_rule_state(const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& beta, const torch::Tensor& h0, bool chunked) {
+  const int64_t T = k.size(0), dk = k.size(1), dv = v.size(1);
+  const torch::Tensor q = torch::zeros({1, 1, T, dk}, torch::kDouble);
+  const torch::Tensor g = torch::zeros({1, 1, T}, torch::kDouble);
+  const auto r =
+      chunked ? chunk_gated_delta_rule(q, k.view({1, 1, T, dk}), v.view({1, 1, T, dv}), g,
+                                       beta.view({1, 1, T}), 1.0, h0.view({1, 1, dk, dv}), 4)
+              : recurrent_gated_delta_rule(q, k.view({1, 1, T, dk}), v.view({1, 1, T, dv}), g,
+                                           beta.view({1, 1, T}), 1.0, h0.view({1, 1, dk, dv}));
+  return r.state[0][0];
+}
+
+}  // namespace
+
+TEST_CASE("mixer plugins: the host lists deltanet as a mixer with letter D", "[mixer][plugins]") {
+  auto host = test::test_host();
+  const auto mixers = test::discovered_mixers(*host);
+  auto it =
+      std::find_if(mixers.begin(), mixers.end(), [](auto& r) { return r.name == "deltanet"; });
+  REQUIRE(it != mixers.end());
+  CHECK(it->kind == kPluginKindMixer);
+  CHECK(it->letter == 'D');
+  CHECK_THAT(it->file, Contains("deltanet.so"));
+  for (const auto& r : test::discovered_schemes(*host)) CHECK(r.kind == kPluginKindPosition);
+}
+
+TEST_CASE("mixer plugins: names of the wrong kind and unknown names are refused",
+          "[mixer][plugins]") {
+  auto host = test::test_host();
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const PluginError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message([&] { make_mixer(*host, "deltanett", "{}"); }),
+             Contains("unknown mixer 'deltanett'") && Contains("did you mean 'deltanet'"));
+  CHECK_THAT(message([&] { make_mixer(*host, "rope", "{}"); }),
+             Contains("'rope' is a position plugin"));
+  Config cfg = Config::parse("{}", "test.yaml");
+  Section params = cfg.root();
+  PositionContext pc;
+  pc.d_model = 32;
+  pc.n_heads = 2;
+  pc.n_kv_heads = 2;
+  pc.head_dim = 16;
+  CHECK_THAT(message([&] { host->create("deltanet", params, pc); }),
+             Contains("'deltanet' is a mixer plugin"));
+}
+
+TEST_CASE("mixer plugins: deltanet's settings are read strictly", "[mixer][plugins]") {
+  auto host = test::test_host();
+  auto config_error = [&](const std::string& yaml) {
+    try {
+      make_mixer(*host, "deltanet", yaml);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(config_error("{num_head: 2}"),
+             Contains("unknown key 'num_head'") && Contains("did you mean 'num_heads'"));
+  CHECK_THAT(config_error("{num_heads: 3}"),
+             Contains("test.yaml:1") && Contains("must split into num_heads = 3"));
+  CHECK_THAT(config_error("{mode: fast}"), Contains("mode") && Contains("'fast'"));
+  CHECK_THAT(config_error("{chunk_size: 0}"), Contains("chunk_size"));
+}
+
+TEST_CASE("mixer plugins: deltanet's summary counts its state and parameters", "[mixer]") {
+  auto host = test::test_host();
+  const auto m = make_mixer(*host, "deltanet", "{num_heads: 2}");
+  const MixerInfo info = m->info(64);
+  // 2 heads of 16 x 16 state, 3 taps of the q, k (32 each) and v (32) convolutions.
+  CHECK(info.state_floats == 2 * 16 * 16 + 3 * (32 + 32 + 32));
+  CHECK_FALSE(info.pairwise);
+  CHECK(m->state_reset_window() == 64);
+  int64_t n = 0;
+  for (const auto& p : m->parameters()) n += p.numel();
+  // q, k, v, o projections 32x32, β 32x2, three convs 32x4, the norm weight 16.
+  CHECK(n == 4 * 32 * 32 + 32 * 2 + 3 * 32 * 4 + 16);
+  const auto gated = make_mixer(*host, "deltanet", "{num_heads: 2, use_gate: true}");
+  int64_t ng = 0;
+  for (const auto& p : gated->parameters()) ng += p.numel();
+  CHECK(ng == n + 32 * 32);
+}
+
+TEST_CASE("delta rule without decay: hand-derived states (recurrent and chunked)", "[mixer]") {
+  const bool chunked = GENERATE(false, true);
+  CAPTURE(chunked);
+  auto opts = torch::kDouble;
+  SECTION("orthonormal keys with beta 1 store each value; reading with k_i returns v_i") {
+    const torch::Tensor k = torch::eye(3, opts);  // three orthonormal keys
+    const torch::Tensor v = torch::tensor({1.0, 2.0, 3.0, -1.0, 0.5, 4.0}, opts).view({3, 2});
+    const torch::Tensor S =
+        delta_rule_state(k, v, torch::ones({3}, opts), torch::zeros({3, 2}, opts), chunked);
+    for (int i = 0; i < 3; ++i) CHECK(test::max_abs_diff(S.t().matmul(k[i]), v[i]) < 1e-12);
+  }
+  SECTION("a unit key with beta 1 gives S^T k = v whatever the history") {
+    torch::manual_seed(3);
+    const torch::Tensor h0 = torch::randn({4, 3}, opts);
+    const torch::Tensor k = torch::nn::functional::normalize(
+        torch::randn({5, 4}, opts), torch::nn::functional::NormalizeFuncOptions().dim(1));
+    const torch::Tensor v = torch::randn({5, 3}, opts);
+    const torch::Tensor S = delta_rule_state(k, v, torch::ones({5}, opts), h0, chunked);
+    CHECK(test::max_abs_diff(S.t().matmul(k[4]), v[4]) < 1e-12);
+  }
+  SECTION("writing one pair again and again with beta 0.5 stores 0.5, 0.75, 0.875 of v") {
+    const torch::Tensor k = torch::tensor({1.0, 0.0}, opts).repeat({3, 1});
+    const torch::Tensor v = torch::tensor({2.0}, opts).repeat({3, 1});
+    const std::vector<double> expected = {0.5, 0.75, 0.875};
+    for (int64_t t = 1; t <= 3; ++t) {
+      const torch::Tensor S =
+          delta_rule_state(k.slice(0, 0, t), v.slice(0, 0, t), torch::full({t}, 0.5, opts),
+                           torch::zeros({2, 1}, opts), chunked);
+      CHECK(S[0][0].item<double>() == Approx(2.0 * expected[t - 1]).margin(1e-12));
+      CHECK(S[1][0].item<double>() == Approx(0.0).margin(1e-12));
+    }
+  }
+  SECTION("beta 0 leaves the state as it was") {
+    torch::manual_seed(4);
+    const torch::Tensor h0 = torch::randn({4, 3}, opts);
+    const torch::Tensor S = delta_rule_state(torch::randn({6, 4}, opts), torch::randn({6, 3}, opts),
+                                             torch::zeros({6}, opts), h0, chunked);
+    CHECK(test::max_abs_diff(S, h0) < 1e-12);
+  }
+}
+
+TEST_CASE("deltanet: the chunked layer equals the recurrent one (fp64 1e-10, fp32 1e-4)",
+          "[mixer]") {
+  auto host = test::test_host();
+  const bool fused = GENERATE(true, false);
+  const bool neg = GENERATE(false, true);
+  CAPTURE(fused, neg);
+  const std::string extra = std::string(", allow_neg_eigval: ") + (neg ? "true" : "false");
+  torch::manual_seed(5);
+  auto chunk =
+      make_mixer(*host, "deltanet", "{num_heads: 2, chunk_size: 8" + extra + "}", 32, fused);
+  auto recurrent =
+      make_mixer(*host, "deltanet", "{num_heads: 2, mode: recurrent" + extra + "}", 32, fused);
+  copy_parameters(*chunk, *recurrent);
+  const torch::Tensor pos = torch::arange(37);
+  {
+    const torch::Tensor x = torch::randn({2, 37, 32});
+    torch::NoGradGuard no_grad;
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          1e-4);
+  }
+  chunk->to(torch::kDouble);
+  recurrent->to(torch::kDouble);
+  const torch::Tensor x = torch::randn({2, 37, 32}, torch::kDouble);
+  torch::NoGradGuard no_grad;
+  CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+        1e-10);
+}
+
+TEST_CASE("deltanet: gradients of the chunked layer match finite differences (fp64)", "[mixer]") {
+  auto host = test::test_host();
+  const bool fused = GENERATE(true, false);
+  CAPTURE(fused);
+  torch::manual_seed(6);
+  auto m = make_mixer(*host, "deltanet", "{num_heads: 2, chunk_size: 4, use_gate: true}", 8, fused);
+  m->to(torch::kDouble);
+  const torch::Tensor x = torch::randn({1, 9, 8}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor pos = torch::arange(9);
+  const torch::Tensor w = torch::randn({1, 9, 8}, torch::kDouble);
+  auto loss = [&] { return (m->forward(x, pos, nullptr) * w).sum(); };
+  loss().backward();
+  const torch::Tensor numeric = test::numeric_grad(loss, x.detach());
+  CHECK(test::err_ratio(x.grad(), numeric) < 1e-6);
+  // One parameter of each kind: a projection, a convolution, the norm weight.
+  for (const std::string name : {"q_proj.weight", "k_conv", "o_norm_weight"}) {
+    CAPTURE(name);
+    torch::Tensor p = m->named_parameters()[name];
+    const torch::Tensor analytic = p.grad().clone();
+    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
+  }
+}
+
+TEST_CASE("mixer plugins conformance: causal, decode == forward, finite gradients", "[mixer]") {
+  auto host = test::test_host();
+  for (const auto& r : test::discovered_mixers(*host)) {
+    CAPTURE(r.name);
+    torch::manual_seed(7);
+    auto m = make_mixer(*host, r.name, "{}", 32);
+    m->to(torch::kDouble);
+    const int64_t T = 21;
+    const torch::Tensor x = torch::randn({2, T, 32}, torch::kDouble);
+    const torch::Tensor pos = torch::arange(T);
+    torch::Tensor whole;
+    {
+      torch::NoGradGuard no_grad;
+      whole = m->forward(x, pos, nullptr);
+      REQUIRE(whole.sizes() == x.sizes());
+      // Causal: changing the last 5 tokens leaves the first 16 outputs as they were.
+      torch::Tensor changed = x.clone();
+      changed.slice(1, 16).normal_();
+      CHECK(test::max_abs_diff(m->forward(changed, pos, nullptr).slice(1, 0, 16),
+                               whole.slice(1, 0, 16)) < 1e-12);
+      // A prefill of 11 tokens, then one token at a time, equals the whole sequence.
+      auto cache = m->make_cache();
+      std::vector<torch::Tensor> parts = {
+          m->forward(x.slice(1, 0, 11), pos.slice(0, 0, 11), cache.get())};
+      for (int64_t t = 11; t < T; ++t)
+        parts.push_back(m->forward(x.slice(1, t, t + 1), pos.slice(0, t, t + 1), cache.get()));
+      CHECK(test::max_abs_diff(torch::cat(parts, 1), whole) < 1e-10);
+      CHECK(cache->nbytes() > 0);
+      CHECK(m->recurrent_state(*cache).defined() == (m->info(T).state_floats > 0));
+    }
+    const torch::Tensor xg = x.clone().requires_grad_(true);
+    m->forward(xg, pos, nullptr).pow(2).sum().backward();
+    CHECK(torch::isfinite(xg.grad()).all().item<bool>());
+    for (const auto& p : m->parameters()) CHECK(torch::isfinite(p.grad()).all().item<bool>());
+  }
+}
+
+TEST_CASE("mixer plugins: a model of D and A layers from YAML builds and runs", "[mixer]") {
+  Config cfg = Config::parse(
+      "model: {d_model: 32, vocab_size: 16, layers: DDA, deltanet: {num_heads: 2},\n"
+      "        overrides: {1: {use_gate: true}}, attention: {n_heads: 2}}\n"
+      "plugins: {paths: ['" +
+          std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "']}\n",
+      "model.yaml");
+  const auto opts = read_model_options(cfg.root().child("model"));
+  cfg.raise_errors();
+  REQUIRE(opts->layers_text == "DDA");
+  CHECK(opts->layers[0].type->name == "deltanet");
+  auto host = test::test_host();
+  ModelBuildContext ctx;
+  ctx.train_length = 16;
+  ctx.max_length = 16;
+  HybridModel model(*opts, *host, ctx);
+  int64_t gate_params = 0;
+  for (const auto& p : model.named_parameters())
+    if (p.key().find("g_proj") != std::string::npos) gate_params += p.value().numel();
+  CHECK(gate_params == 32 * 32);  // only layer 1 has the override's output gate
+  const torch::Tensor logits = model.forward(torch::randint(16, {2, 16}));
+  CHECK(logits.sizes() == torch::IntArrayRef({2, 16, 16}));
+  CHECK(torch::isfinite(logits).all().item<bool>());
+}
+
+TEST_CASE("mixer plugins: an unknown letter lists the plugin mixers", "[mixer]") {
+  Config cfg = Config::parse("model: {layers: DXA}\nplugins: {paths: ['" +
+                                 std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "']}\n",
+                             "model.yaml");
+  read_model_options(cfg.root().child("model"));
+  REQUIRE(cfg.errors().size() == 1);
+  CHECK_THAT(cfg.errors()[0], Contains("model.yaml:1") && Contains("letter 'X'") &&
+                                  Contains("D (deltanet, plugin)"));
+}
+
+}  // namespace mixer_plugins_test
+
+namespace mixer_plugins_test {
+TEST_CASE("mixer plugins: a forward of the wrong shape is refused naming the plugin",
+          "[mixer][plugins]") {
+  PluginHost host({std::string(HYBRIDLAB_BINARY_DIR) + "/test-fixtures/mixer_clash"});
+  try {
+    make_mixer(host, "clash", "{}");
+    FAIL("expected a PluginError");
+  } catch (const PluginError& e) {
+    CHECK_THAT(e.what(), Contains("plugin 'clash'") && Contains("mixer_clash.so") &&
+                             Contains("forward at [1, 8, 32] float returned") &&
+                             Contains("expected a float tensor [1, 8, 32]"));
+  }
+}
+}  // namespace mixer_plugins_test
