@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "hybridlab/error.h"
-#include "layers/linear_cpu.h"
 #include "hybridlab/mixer.h"
+#include "layers/linear_cpu.h"
 #include "layers/position_hooks.h"
 
 namespace hybridlab {
