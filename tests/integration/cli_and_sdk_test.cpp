@@ -182,7 +182,7 @@ TEST_CASE("sdk: an out-of-tree plugin builds against the installed package and l
   const auto listed =
       run("HYBRIDLAB_PLUGIN_PATH=" + mixer_build + " " + prefix + "/bin/hybridlab plugins list");
   CHECK(listed.code == 0);
-  CHECK_THAT(listed.output, Contains("ema") && Contains("mixer M") && Contains("deltanet"));
+  CHECK_THAT(listed.output, Contains("ema") && Contains("mixer E") && Contains("deltanet"));
 }
 
 }  // namespace cli_and_sdk_test

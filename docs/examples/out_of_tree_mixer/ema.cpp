@@ -2,7 +2,7 @@
 // Ma et al., ICLR 2023, eq. 2, without its multi-dimensional expansion):
 //   u = W_in x;  h_t = α ⊙ h_{t−1} + (1 − α) ⊙ u_t;  y = W_out h,   α = sigmoid(a) per channel
 // A sequence runs in chunks of 64 tokens (no per-token loop); a decoding step carries h. Pattern
-// letter 'M' in `model.layers`, settings under `model.ema`.
+// letter 'E' in `model.layers`, settings under `model.ema`.
 
 #include <torch/torch.h>
 
@@ -97,5 +97,5 @@ std::shared_ptr<hybridlab::Mixer> create(hybridlab::Section& s,
 
 }  // namespace
 
-HYBRIDLAB_MIXER_PLUGIN("ema", 'M', "1.0", "per-channel exponential moving average (MEGA's EMA)",
+HYBRIDLAB_MIXER_PLUGIN("ema", 'E', "1.0", "per-channel exponential moving average (MEGA's EMA)",
                        create)

@@ -45,6 +45,30 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q, const torch::Ten
                                         const torch::Tensor& h0 = {}, int64_t chunk_size = 64,
                                         bool fused = true);
 
+/// The state-space duality scan of Mamba2 (Dao & Gu, ICML 2024, §6; `ssd_minimal.py` of
+/// state-spaces/mamba): per head, a scalar log decay a_t ≤ 0 and no delta correction,
+///   h ← e^{a_t} h + k_t v_tᵀ;  o_t = hᵀ q_t
+/// which is Mamba2's h_t = exp(Δ_t A) h_{t−1} + Δ_t x_t B_tᵀ, y_t = h_t C_t with q = C, k = B,
+/// v = Δ·x and a = Δ·A, in the [K,V] layout of the delta-rule kernels (h is [N,P] here). No scale,
+/// no D skip (the layer adds D·x). Shapes: q, k [B,G,T,N] (G groups shared by heads like GQA
+/// keys: head j reads group j / (H/G)); v [B,H,T,P]; a [B,H,T]; h0 [B,H,N,P] or undefined
+/// (zeros). Computes in fp32 (fp64 for fp64 v), returns o [B,H,T,P] in v's dtype and the final
+/// state in the compute dtype; differentiable (LibTorch ops, autograd). Throws c10::Error on bad
+/// shapes.
+/// The recurrent form: one step per token; decoding and the oracle.
+GatedDeltaResult recurrent_ssd(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& a,
+                               const torch::Tensor& h0 = {});
+
+/// The chunked form of the same scan (SSD, Listing 1 of the paper): inside a chunk the quadratic
+/// form with the decay e^{Λ_i − Λ_j} masked by index before the exponential (Λ the inclusive
+/// cumulative sum of a in the chunk, so every exponent is ≤ 0), chunk states and a scan over the
+/// chunks; memory O(T·chunk_size) per head. Equal to recurrent_ssd to rounding. Throws c10::Error
+/// on bad shapes or chunk_size ≤ 0.
+GatedDeltaResult chunk_ssd(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& a, const torch::Tensor& h0 = {},
+                           int64_t chunk_size = 64);
+
 /// What short_conv returns.
 struct ShortConvResult {
   torch::Tensor y;      ///< [B,T,C], after SiLU

@@ -316,3 +316,114 @@ TEST_CASE("mixer plugins: a forward of the wrong shape is refused naming the plu
   }
 }
 }  // namespace mixer_plugins_test
+
+namespace mixer_plugins_test {
+namespace {
+// The SSD scan of one head with P = N = 1 and B = C = 1: x and per-step Δ, A (reference notes,
+// mixers v2 §1: v = Δ·x, a = Δ·A, q = C, k = B).
+std::vector<double> ssd_scalar(const std::vector<double>& x, double delta, double A, double D,
+                               bool chunked) {
+  const int64_t T = static_cast<int64_t>(x.size());
+  auto opts = torch::kDouble;
+  const torch::Tensor xt = torch::tensor(x, opts).view({1, 1, T, 1});
+  const torch::Tensor ones = torch::ones({1, 1, T, 1}, opts);
+  const torch::Tensor a = torch::full({1, 1, T}, delta * A, opts);
+  const auto r = chunked ? chunk_ssd(ones, ones, xt * delta, a, {}, 2)
+                         : recurrent_ssd(ones, ones, xt * delta, a);
+  const torch::Tensor y = r.o + D * xt;
+  return std::vector<double>(y.data_ptr<double>(), y.data_ptr<double>() + T);
+}
+}  // namespace
+
+TEST_CASE("SSD scan: hand-derived values (recurrent and chunked)", "[mixer][mamba2]") {
+  const bool chunked = GENERATE(false, true);
+  CAPTURE(chunked);
+  // A = 0, Δ = 1, D = 0: the cumulative sum of linear attention.
+  auto y = ssd_scalar({1, 2, 3}, 1.0, 0.0, 0.0, chunked);
+  CHECK(y == std::vector<double>{1, 3, 6});
+  // exp(ΔA) = 0.5: 1, 0.5 + 2, 1.25 + 3.
+  y = ssd_scalar({1, 2, 3}, 1.0, std::log(0.5), 0.0, chunked);
+  CHECK(y[0] == Approx(1.0).margin(1e-12));
+  CHECK(y[1] == Approx(2.5).margin(1e-12));
+  CHECK(y[2] == Approx(4.25).margin(1e-12));
+  // Δ = 0.5, A = −1, D = 1: h = 0.5, then e^{−0.5}·0.5 + 1.
+  y = ssd_scalar({1, 2}, 0.5, -1.0, 1.0, chunked);
+  CHECK(y[0] == Approx(1.5).margin(1e-12));
+  CHECK(y[1] == Approx(3.3032653).margin(1e-7));
+}
+
+TEST_CASE("SSD scan: chunked == recurrent with groups, a partial chunk and h0 (fp64 1e-10)",
+          "[mixer][mamba2]") {
+  torch::manual_seed(8);
+  auto opts = torch::kDouble;
+  const int64_t B = 2, G = 2, H = 4, T = 10, N = 3, P = 5;
+  const torch::Tensor q = torch::randn({B, G, T, N}, opts), k = torch::randn({B, G, T, N}, opts);
+  const torch::Tensor v = torch::randn({B, H, T, P}, opts);
+  const torch::Tensor a = -torch::rand({B, H, T}, opts) * 2;
+  const torch::Tensor h0 = torch::randn({B, H, N, P}, opts);
+  const auto ref = recurrent_ssd(q, k, v, a, h0);
+  for (int64_t chunk : {1, 4, 10, 16}) {
+    CAPTURE(chunk);
+    const auto got = chunk_ssd(q, k, v, a, h0, chunk);
+    CHECK(test::max_abs_diff(got.o, ref.o) < 1e-10);
+    CHECK(test::max_abs_diff(got.state, ref.state) < 1e-10);
+  }
+  // Head 3 reads group 1 (heads 2 and 3 share it): the same as a scan of that group alone.
+  const auto one = recurrent_ssd(q.slice(1, 1, 2), k.slice(1, 1, 2), v.slice(1, 3, 4),
+                                 a.slice(1, 3, 4), h0.slice(1, 3, 4));
+  CHECK(test::max_abs_diff(one.o, ref.o.slice(1, 3, 4)) < 1e-12);
+}
+
+TEST_CASE("mamba2: initialisation as the reference module", "[mixer][mamba2]") {
+  auto host = test::test_host();
+  torch::manual_seed(9);
+  const auto m = make_mixer(*host, "mamba2", "{d_state: 8, headdim: 4}", 32);
+  auto p = m->named_parameters();
+  const torch::Tensor dt = torch::softplus(p["dt_bias"]);  // H = 64 / 4 = 16 heads
+  REQUIRE(dt.numel() == 16);
+  CHECK(dt.min().item<double>() >= 1e-3 * (1 - 1e-5));
+  CHECK(dt.max().item<double>() <= 0.1 * (1 + 1e-5));
+  const torch::Tensor A = p["A_log"].exp();
+  CHECK(A.min().item<double>() >= 1.0 - 1e-5);
+  CHECK(A.max().item<double>() <= 16.0 + 1e-4);
+  CHECK(test::max_abs_diff(p["D"], torch::ones({16})) == 0);
+  // in_proj: z and x (64 each), B and C (8 each), dt (16).
+  CHECK(p["in_proj.weight"].sizes() == torch::IntArrayRef({64 + 64 + 16 + 16, 32}));
+  CHECK(m->info(64).state_floats == 16 * 8 * 4 + 3 * (64 + 16));
+}
+
+TEST_CASE("mamba2: the chunked layer equals the recurrent one; FD gradients", "[mixer][mamba2]") {
+  auto host = test::test_host();
+  torch::manual_seed(10);
+  const std::string base = "d_state: 4, headdim: 8, ngroups: 2";
+  auto chunk = make_mixer(*host, "mamba2", "{" + base + ", chunk_size: 8}", 16);
+  auto recurrent = make_mixer(*host, "mamba2", "{" + base + ", mode: recurrent}", 16);
+  copy_parameters(*chunk, *recurrent);
+  const torch::Tensor pos = torch::arange(21);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, 21, 16});
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          1e-4);
+  }
+  chunk->to(torch::kDouble);
+  recurrent->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, 21, 16}, torch::kDouble);
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          1e-10);
+  }
+  const torch::Tensor x = torch::randn({1, 9, 16}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor w = torch::randn({1, 9, 16}, torch::kDouble);
+  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
+  loss().backward();
+  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
+  for (const std::string name : {"A_log", "dt_bias", "conv_bias", "D"}) {
+    CAPTURE(name);
+    torch::Tensor p = chunk->named_parameters()[name];
+    const torch::Tensor analytic = p.grad().clone();
+    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
+  }
+}
+}  // namespace mixer_plugins_test
