@@ -69,6 +69,32 @@ GatedDeltaResult chunk_ssd(const torch::Tensor& q, const torch::Tensor& k, const
                            const torch::Tensor& a, const torch::Tensor& h0 = {},
                            int64_t chunk_size = 64);
 
+/// Kimi Delta Attention's rule (Kimi Linear, arXiv 2510.26692, eq. 1): the delta rule with a
+/// decay per key channel, in the same [K,V] layout (fla `naive_recurrent_kda`):
+///   h ← Diag(e^{g_t}) h;  u = β_t (v_t − hᵀ k_t);  h ← h + k_t uᵀ;  o_t = hᵀ (s·q_t)
+/// Shapes: q, k [B,H,T,d_k]; v [B,H,T,d_v]; g [B,H,T,d_k] (log decay per channel, ≤ 0); beta
+/// [B,H,T]; h0 [B,H,d_k,d_v] or undefined. g equal across channels is Gated DeltaNet's rule, g ≡ 0
+/// DeltaNet's. Computes in fp32 (fp64 for fp64 v); o in v's dtype, the state in the compute
+/// dtype; differentiable. Throws c10::Error on bad shapes.
+/// The recurrent form: one step per token; decoding and the oracle.
+GatedDeltaResult recurrent_kda(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& g,
+                               const torch::Tensor& beta, double scale,
+                               const torch::Tensor& h0 = {});
+
+/// The chunked form (the report's §3.1 eqs. 2–9 and App. C; fla `naive_chunk_kda`): inside a
+/// chunk, with G the inclusive cumulative sum of g, A_kk[i,j] = β_i Σ_c k_i k_j e^{G_i − G_j}
+/// (i > j) and A_qk[i,j] = s Σ_c q_i k_j e^{G_i − G_j} (i ≥ j) are computed pairwise per channel
+/// with the exponent masked by index first (every exponent ≤ 0: no division by a cumulative
+/// decay, stable for any gate); the WY/UT transform (I + A_kk)⁻¹ by a unit-triangular solve; then
+/// the chunks in order: V' = U − W h, O = (s Q ⊙ e^G) h + A_qk V', h ← Diag(e^{G_last}) h +
+/// (K ⊙ e^{G_last − G})ᵀ V'. Memory O(T · chunk_size · d_k) per head (the pairwise decay), so the
+/// chunk is small (16). Equal to recurrent_kda to rounding. Throws c10::Error on bad shapes or
+/// chunk_size ≤ 0.
+GatedDeltaResult chunk_kda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& g, const torch::Tensor& beta, double scale,
+                           const torch::Tensor& h0 = {}, int64_t chunk_size = 16);
+
 /// What short_conv returns.
 struct ShortConvResult {
   torch::Tensor y;      ///< [B,T,C], after SiLU

@@ -427,3 +427,110 @@ TEST_CASE("mamba2: the chunked layer equals the recurrent one; FD gradients", "[
   }
 }
 }  // namespace mixer_plugins_test
+
+namespace mixer_plugins_test {
+TEST_CASE("KDA rule: per-channel decay, hand-derived and against Gated DeltaNet's rule",
+          "[mixer][kda]") {
+  auto opts = torch::kDouble;
+  SECTION("beta 0, alpha (0.5, 1), S0 = [[1],[1]], q = (1, 1): o = 1.5 s") {
+    const torch::Tensor q = torch::ones({1, 1, 1, 2}, opts), k = torch::randn({1, 1, 1, 2}, opts);
+    const torch::Tensor g = torch::tensor({std::log(0.5), 0.0}, opts).view({1, 1, 1, 2});
+    const torch::Tensor h0 = torch::ones({1, 1, 2, 1}, opts);
+    const double s = 0.7;
+    for (bool chunked : {false, true}) {
+      const torch::Tensor v = torch::randn({1, 1, 1, 1}, opts),
+                          beta = torch::zeros({1, 1, 1}, opts);
+      const auto r =
+          chunked ? chunk_kda(q, k, v, g, beta, s, h0, 4) : recurrent_kda(q, k, v, g, beta, s, h0);
+      CHECK(r.o.item<double>() == Approx(1.5 * s).margin(1e-12));
+    }
+  }
+  SECTION("alpha equal across channels is Gated DeltaNet's rule; chunked == recurrent") {
+    torch::manual_seed(11);
+    const int64_t B = 2, H = 3, T = 11, K = 4, V = 5;
+    const torch::Tensor q = torch::randn({B, H, T, K}, opts);
+    const torch::Tensor k = torch::nn::functional::normalize(
+        torch::randn({B, H, T, K}, opts), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+    const torch::Tensor v = torch::randn({B, H, T, V}, opts);
+    const torch::Tensor beta = torch::rand({B, H, T}, opts);
+    const torch::Tensor h0 = torch::randn({B, H, K, V}, opts);
+    const torch::Tensor g_head = -torch::rand({B, H, T}, opts);
+    const auto gdn = recurrent_gated_delta_rule(q, k, v, g_head, beta, 0.5, h0);
+    const auto kda =
+        recurrent_kda(q, k, v, g_head.unsqueeze(-1).expand({B, H, T, K}), beta, 0.5, h0);
+    CHECK(test::max_abs_diff(kda.o, gdn.o) < 1e-12);
+    CHECK(test::max_abs_diff(kda.state, gdn.state) < 1e-12);
+    // Per-channel decay, some of it strong (e^{-30} per token), a partial last chunk, h0.
+    const torch::Tensor g = -torch::rand({B, H, T, K}, opts) * 3 -
+                            (torch::rand({B, H, T, K}, opts) > 0.9).to(opts) * 27;
+    const auto ref = recurrent_kda(q, k, v, g, beta, 0.5, h0);
+    for (int64_t chunk : {1, 4, 11, 16}) {
+      CAPTURE(chunk);
+      const auto got = chunk_kda(q, k, v, g, beta, 0.5, h0, chunk);
+      CHECK(test::max_abs_diff(got.o, ref.o) < 1e-10);
+      CHECK(test::max_abs_diff(got.state, ref.state) < 1e-10);
+    }
+  }
+}
+
+TEST_CASE("kda: the gate's hand-derived values, through the gate observer", "[mixer][kda]") {
+  auto host = test::test_host();
+  for (const bool bounded : {false, true}) {
+    CAPTURE(bounded);
+    const auto m = make_mixer(*host, "kda",
+                              bounded ? "{num_heads: 2, lower_bound: -5}" : "{num_heads: 2}", 16);
+    {
+      torch::NoGradGuard no_grad;
+      auto p = m->named_parameters();
+      p["A_log"].zero_();
+      p["f_up.weight"].zero_();  // f = 0
+      p["dt_bias"].fill_(bounded ? 0.0 : -2.2521685);
+    }
+    torch::Tensor seen;
+    MixerProbes probes;
+    probes.gates = [&](const torch::Tensor& g, const torch::Tensor&) { seen = g; };
+    m->set_probes(probes);
+    torch::NoGradGuard no_grad;
+    m->forward(torch::randn({1, 5, 16}), torch::arange(5), nullptr);
+    REQUIRE(seen.defined());
+    // Unbounded: −exp(0)·softplus(−2.2521685) = −0.1; bounded: −5·σ(0) = −2.5.
+    const double want = bounded ? -2.5 : -0.1;
+    CHECK(seen.min().item<double>() == Approx(want).margin(1e-6));
+    CHECK(seen.max().item<double>() == Approx(want).margin(1e-6));
+  }
+}
+
+TEST_CASE("kda: the chunked layer equals the recurrent one; FD gradients", "[mixer][kda]") {
+  auto host = test::test_host();
+  torch::manual_seed(12);
+  auto chunk = make_mixer(*host, "kda", "{num_heads: 2, chunk_size: 4}", 16);
+  auto recurrent = make_mixer(*host, "kda", "{num_heads: 2, mode: recurrent}", 16);
+  copy_parameters(*chunk, *recurrent);
+  const torch::Tensor pos = torch::arange(19);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, 19, 16});
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          1e-4);
+  }
+  chunk->to(torch::kDouble);
+  recurrent->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, 19, 16}, torch::kDouble);
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          1e-10);
+  }
+  const torch::Tensor x = torch::randn({1, 9, 16}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor w = torch::randn({1, 9, 16}, torch::kDouble);
+  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
+  loss().backward();
+  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
+  for (const std::string name : {"A_log", "dt_bias", "g_up.bias", "f_down.weight"}) {
+    CAPTURE(name);
+    torch::Tensor p = chunk->named_parameters()[name];
+    const torch::Tensor analytic = p.grad().clone();
+    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
+  }
+}
+}  // namespace mixer_plugins_test
