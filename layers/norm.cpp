@@ -104,6 +104,11 @@ torch::Tensor GatedRMSNorm::forward(const torch::Tensor& x, const torch::Tensor&
   return (n * torch::silu(zf)).to(x.scalar_type());
 }
 
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const torch::Tensor xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+  return (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
+}
+
 torch::Tensor l2_normalize(const torch::Tensor& x, double eps, bool fused) {
   if (fused && x.dim() >= 1 && x.size(-1) > 0 && cpu::cpu_floating({x}) && cpu::grad_needed({x})) {
     // x (Σx² + eps)^{-1/2} = x (Σx²/D + eps/D)^{-1/2} · D^{-1/2}: an RMSNorm with a fixed weight.

@@ -84,6 +84,18 @@ TEST_CASE("mixer plugins cli: bad letters and settings are located, exit 2", "[c
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Contains("model.deltanet.num_heads: expected an integer, got 'two'"));
   CHECK_FALSE(fs::exists(tmp.path / "runs" / "dn"));
+  // The section of a plugin mixer no layer uses is checked as a used one is.
+  r = cli("config show " + q(yaml) + " model.layers=GA model.deltanet.bogus=1");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("model.deltanet.bogus: unknown key 'bogus'"));
+  // Letters are case-sensitive, and the message says so; a pattern past the limit is counted.
+  r = cli("config show " + q(yaml) + " model.layers=dA");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out,
+             Contains("letter 'd'") && Contains("letters are case-sensitive: 'D' is deltanet"));
+  r = cli("config show " + q(yaml) + " 'model.layers={pattern: DA, repeat: 3000}'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("the model has 6000 layers; at most 4096"));
 }
 
 TEST_CASE("mixer plugins cli: a plugin with a built-in's letter is not used, and said so",

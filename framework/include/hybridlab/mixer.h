@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,8 @@ struct MixerCache {
   virtual ~MixerCache();
   /// Bytes held by the cache's tensors (0 when empty).
   virtual int64_t nbytes() const = 0;
+  /// The bytes of the defined tensors among `tensors`: what nbytes() of a cache of tensors sums.
+  static int64_t bytes_of(std::initializer_list<const torch::Tensor*> tensors);
 };
 
 /// What `model summary` shows about one mixer.

@@ -114,6 +114,11 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& cache = {}, bool fused = false,
                            bool keep_cache = true);
 
+/// RMSNorm over the last dim (Zhang & Sennrich 2019): x · rsqrt(mean(x²) + eps) · weight, computed
+/// in fp32 at least (fp64 for fp64 x) and returned in x's dtype. x [..., D], weight [D]: the
+/// per-head output norm of the delta-rule mixers (fla `RMSNorm(head_v_dim)`). Differentiable.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
 /// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
 /// zero vector maps to zero with finite gradients. x [..., D] → [..., D]. With fused true and
 /// fp32/fp64 CPU tensors that need gradients, runs as rms_norm_fused_cpu (the same map: eps / D

@@ -19,7 +19,11 @@ const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
       {std::regex(R"(model\.position(\..+)?)"), "model.position[.KEY]"},
       {std::regex(R"(model\.attention\.position(\..+)?)"), "model.attention.position[.KEY]"},
       {std::regex(R"(model\.attention\.window)"), "model.attention.window"},
-      {std::regex(R"(model\.gated_deltanet\.chunk_size)"), "model.gated_deltanet.chunk_size"},
+      // The chunk of any recurrent mixer's chunked form (gated_deltanet and the mixer plugins):
+      // a way of computing the same map, not a parameter.
+      {std::regex(
+           R"(model\.(?!attention\.|mlp\.|position\.|overrides\.)[a-z][a-z0-9_]*\.chunk_size)"),
+       "model.MIXER.chunk_size"},
       {std::regex(R"(model\.overrides\.-?[0-9]+\.position(\..+)?)"),
        "model.overrides.N.position[.KEY]"},
       {std::regex(R"(model\.overrides\.-?[0-9]+\.window)"), "model.overrides.N.window"},

@@ -95,21 +95,28 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
     }
   }
   SharedSchemes shared;
-  const int64_t hidden = mlp_hidden_size(opts.mlp, D);
-  for (size_t i = 0; i < opts.layers.size(); ++i) {
-    const LayerSpec& spec = opts.layers[i];
+  const auto build_context = [&](size_t index) {
     MixerBuildContext mc;
     mc.d_model = D;
-    mc.layer_index = static_cast<int64_t>(i);
+    mc.layer_index = static_cast<int64_t>(index);
     mc.host = &host;
     mc.lengths = ctx;
     mc.shared = &shared;
     mc.fused_kernels = opts.fused_kernels;
-    std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, mc);
+    return mc;
+  };
+  const int64_t hidden = mlp_hidden_size(opts.mlp, D);
+  for (size_t i = 0; i < opts.layers.size(); ++i) {
+    const LayerSpec& spec = opts.layers[i];
+    std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, build_context(i));
     blocks_.push_back(register_module(
         "layers_" + std::to_string(i),
         std::make_shared<Block>(mixer, D, hidden, opts.norm_eps, opts.fused_kernels)));
   }
+  // A plugin mixer's settings are read by its factory: build each unused section once, at the
+  // index past the last layer, so that its mistakes are reported as a used section's are.
+  for (const LayerSpec& spec : opts.unused_plugin_mixers)
+    spec.type->build(spec.options, build_context(opts.layers.size()));
   // Schemes shared across layers are registered once, here, so the optimizer sees them once.
   for (const auto& [key, scheme] : shared.by_key) {
     shared_schemes_.push_back(

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 
@@ -31,6 +32,15 @@ bool is_model_key(const std::string& key) {
   for (const char* k : keys)
     if (key == k) return true;
   return false;
+}
+
+// Unknown letters (letter -> (count, first position)) in the order the pattern first has them.
+std::vector<std::pair<char, std::pair<size_t, size_t>>> by_first_position(
+    const std::map<char, std::pair<size_t, size_t>>& unknown) {
+  std::vector<std::pair<char, std::pair<size_t, size_t>>> out(unknown.begin(), unknown.end());
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
+  return out;
 }
 
 // More layers than any model here needs; a typo in `repeat` (1000000) must not build them.
@@ -84,7 +94,17 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
     if (searched && !plugins.note.empty()) k += " (" + plugins.note + ")";
     return k;
   };
+  // "; letters are case-sensitive: 'D' is deltanet" for a letter whose other case names a mixer.
+  auto case_hint = [&](char letter) -> std::string {
+    const unsigned char c = static_cast<unsigned char>(letter);
+    const char other = static_cast<char>(std::islower(c) ? std::toupper(c) : std::tolower(c));
+    if (other == letter) return "";
+    const MixerType* t = registry.find(std::string(1, other));
+    if (!t) t = find_type(std::string(1, other));
+    return t ? fmt::format("; letters are case-sensitive: '{}' is {}", other, t->name) : "";
+  };
   std::vector<const MixerType*> types;
+  double requested = 0;  // layers asked for ({pattern, repeat} stops building past the limit)
   auto add = [&](const std::string& item, Section& where, const std::string& key) {
     const MixerType* t = find_type(item);
     if (!t) {
@@ -111,9 +131,9 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
         ++it->second.first;
       }
     }
-    for (const auto& [letter, seen] : unknown) {
+    for (const auto& [letter, seen] : by_first_position(unknown)) {
       s.error("layers", letter_error(letter, seen.first, seen.second, letters.size()) +
-                            "; known letters: " + known());
+                            case_hint(letter) + "; known letters: " + known());
     }
   } else {
     Section ls = s.child("layers");
@@ -134,19 +154,21 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
       }
       once.push_back(t);
     }
-    for (const auto& [letter, seen] : unknown) {
+    for (const auto& [letter, seen] : by_first_position(unknown)) {
       ls.error("pattern", letter_error(letter, seen.first, seen.second, pattern.size()) +
-                              "; known letters: " + known());
+                              case_hint(letter) + "; known letters: " + known());
     }
     const int64_t copies = unknown.empty() ? std::max<int64_t>(repeat, 1) : 1;
+    requested = static_cast<double>(once.size()) * static_cast<double>(copies);
     for (int64_t r = 0; r < copies && static_cast<int64_t>(types.size()) <= kMaxLayers; ++r)
       types.insert(types.end(), once.begin(), once.end());
   }
   s.check(!types.empty() || !s.config().errors().empty(), "layers",
           "the model needs at least one layer");
   if (static_cast<int64_t>(types.size()) > kMaxLayers) {
-    s.error("layers", "the model has " + std::to_string(types.size()) + " layers; at most " +
-                          std::to_string(kMaxLayers) + " are supported");
+    s.error("layers",
+            fmt::format("the model has {:.0f} layers; at most {} are supported",
+                        std::max(requested, static_cast<double>(types.size())), kMaxLayers));
     types.resize(kMaxLayers);
   }
 
@@ -163,8 +185,10 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   }
   for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
     if (key.size() < 2 || is_model_key(key) || registry.find(key)) continue;
-    if (const MixerType* t = find_type(key); t && !base.count(t))
+    if (const MixerType* t = find_type(key); t && !base.count(t)) {
       base[t] = t->read(s.child(t->name), dims, nullptr);
+      o->unused_plugin_mixers.push_back(LayerSpec{t, base[t], false});
+    }
   }
   for (const MixerType* t : types) {
     o->layers.push_back(LayerSpec{t, base[t], false});

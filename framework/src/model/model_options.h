@@ -27,6 +27,10 @@ struct ModelOptions {
   int64_t d_model = 256;
   int64_t vocab_size = 256;
   std::vector<LayerSpec> layers;
+  /// Sections of mixer plugins that no layer uses: built once (and dropped) with the model, so
+  /// that their settings are checked as a used section's are (built-in sections are checked by
+  /// their readers).
+  std::vector<LayerSpec> unused_plugin_mixers;
   MlpOptions mlp;
   double norm_eps = 1e-5;  ///< eps of the block and final RMSNorms
   /// Fused CPU passes in training for the block and final RMSNorms and the SwiGLU gating; false

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
 #include <algorithm>
+
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -380,8 +382,11 @@ std::shared_ptr<T> build_from_plugin(const LoadedPlugin& plugin, Section& params
     throw ConfigError(msg);
   } catch (const std::exception& e) {
     params.config().raise_errors();  // a bad setting recorded before the crash explains it best
+    // LibTorch's what() carries a C++ backtrace: its first line is the message.
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    const std::string why = c10e ? c10e->what_without_backtrace() : e.what();
     throw PluginError(who + " failed to build the " + what + " at " + params.location("").str() +
-                      ": " + e.what());
+                      ": " + why.substr(0, why.find('\n')));
   } catch (...) {
     params.config().raise_errors();
     throw PluginError(who + " failed to build the " + what +

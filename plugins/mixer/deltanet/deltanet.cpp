@@ -44,12 +44,7 @@ struct DeltaNetOptions {
 struct DeltaNetCache : MixerCache {
   torch::Tensor conv_q, conv_k, conv_v;  ///< [B,conv_size−1,C], undefined when empty
   torch::Tensor state;                   ///< [B,H,d_k,d_v], undefined when empty
-  int64_t nbytes() const override {
-    int64_t n = 0;
-    for (const torch::Tensor* t : {&conv_q, &conv_k, &conv_v, &state})
-      if (t->defined()) n += static_cast<int64_t>(t->nbytes());
-    return n;
-  }
+  int64_t nbytes() const override { return bytes_of({&conv_q, &conv_k, &conv_v, &state}); }
 };
 
 class DeltaNet : public Mixer {
@@ -132,10 +127,8 @@ class DeltaNet : public Mixer {
                   : hybridlab::chunk_gated_delta_rule(q, k, v, g, beta, scale, h0, o_.chunk_size,
                                                       o_.fused_kernels);
     if (cache) cache->state = r.state;
-    torch::Tensor o = r.o.transpose(1, 2);  // [B,T,H,dv]
-    // Per-head RMSNorm over d_v (fla `RMSNorm(head_v_dim)`), computed in fp32 at least.
-    const torch::Tensor of = o.dtype() == torch::kDouble ? o : o.to(torch::kFloat);
-    o = (of * torch::rsqrt(of.pow(2).mean(-1, true) + o_.norm_eps)).to(o.dtype()) * o_norm_weight;
+    torch::Tensor o = r.o.transpose(1, 2);                   // [B,T,H,dv]
+    o = hybridlab::rms_norm(o, o_norm_weight, o_.norm_eps);  // per head, over d_v
     if (o_.use_gate) o = o * torch::silu(g_proj(x)).view({B, T, H, dv_});
     return o_proj(o.reshape({B, T, value_width_}));
   }
@@ -206,7 +199,10 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
   s.check(o.chunk_size >= 1 && o.chunk_size <= 4096, "chunk_size", "must be in [1, 4096]");
   s.check(o.mode == "chunk" || o.mode == "recurrent", "mode",
           "must be 'chunk' or 'recurrent', got '" + o.mode + "'");
-  if (o.num_heads >= 1 && o.expand_k > 0 && o.expand_v > 0) {
+  // The widths only from values in range (a huge expand would overflow them and add a bogus
+  // second problem).
+  if (o.num_heads >= 1 && o.num_heads <= 1024 && o.expand_k > 0 && o.expand_k <= 16 &&
+      o.expand_v > 0 && o.expand_v <= 16) {
     const int64_t kw = std::llround(ctx.d_model * o.expand_k);
     const int64_t vw = std::llround(ctx.d_model * o.expand_v);
     // Blame the key the user set: a head count that does not divide the widths, or a width.

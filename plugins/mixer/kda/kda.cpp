@@ -45,12 +45,7 @@ struct KdaOptions {
 struct KdaCache : MixerCache {
   torch::Tensor conv_q, conv_k, conv_v;  ///< [B, conv_size − 1, C]
   torch::Tensor state;                   ///< [B, H, d_k, d_v], fp32
-  int64_t nbytes() const override {
-    int64_t n = 0;
-    for (const torch::Tensor* t : {&conv_q, &conv_k, &conv_v, &state})
-      if (t->defined()) n += static_cast<int64_t>(t->nbytes());
-    return n;
-  }
+  int64_t nbytes() const override { return bytes_of({&conv_q, &conv_k, &conv_v, &state}); }
 };
 
 class Kda : public Mixer {
@@ -123,11 +118,8 @@ class Kda : public Mixer {
         recurrent ? hybridlab::recurrent_kda(qh, kh, vh, g, beta, scale, h0)
                   : hybridlab::chunk_kda(qh, kh, vh, g, beta, scale, h0, o_.chunk_size);
     if (cache) cache->state = r.state;
-    torch::Tensor o = r.o.transpose(1, 2);  // [B,T,H,dv]
-    const auto ft = o.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-    const torch::Tensor of = o.to(ft);
-    o = (of * torch::rsqrt(of.pow(2).mean(-1, true) + o_.norm_eps)).to(o.scalar_type()) *
-        o_norm_weight;
+    torch::Tensor o = r.o.transpose(1, 2);                   // [B,T,H,dv]
+    o = hybridlab::rms_norm(o, o_norm_weight, o_.norm_eps);  // per head, over d_v
     o = o * torch::sigmoid(g_up(g_down(x))).view({B, T, H, dv_});
     return o_proj(o.reshape({B, T, H * dv_}));
   }
@@ -193,19 +185,26 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
   o.chunk_size = s.get<int64_t>("chunk_size", o.chunk_size);
   o.mode = s.get<std::string>("mode", o.mode);
   o.fused_kernels = ctx.fused_kernels;
-  s.check(o.num_heads >= 1 && o.num_heads <= 1024, "num_heads", "must be in [1, 1024]");
-  s.check(o.head_dim >= 0, "head_dim", "must be >= 0 (0 = d_model / num_heads)");
-  s.check(o.head_dim > 0 || (o.num_heads >= 1 && ctx.d_model % o.num_heads == 0), "num_heads",
-          "must divide d_model = " + std::to_string(ctx.d_model) + " unless head_dim is set");
+  const bool heads_ok = o.num_heads >= 1 && o.num_heads <= 1024;
+  s.check(heads_ok, "num_heads", "must be in [1, 1024]");
+  s.check(o.head_dim >= 0 && o.head_dim <= 1024, "head_dim",
+          "must be in [0, 1024] (0 = d_model / num_heads)");
+  s.check(o.expand_v > 0 && o.expand_v <= 16, "expand_v", "must be in (0, 16]");
+  if (heads_ok && o.head_dim == 0) {
+    s.check(ctx.d_model % o.num_heads == 0, "num_heads",
+            "must divide d_model = " + std::to_string(ctx.d_model) + " unless head_dim is set");
+  }
   const int64_t dk = o.head_dim > 0 ? o.head_dim : ctx.d_model / std::max<int64_t>(o.num_heads, 1);
-  s.check(o.expand_v > 0 && std::llround(dk * o.expand_v) >= 1, "expand_v",
-          "must give d_v = head_dim · expand_v >= 1");
+  if (heads_ok && o.head_dim >= 0 && o.head_dim <= 1024 && o.expand_v > 0 && o.expand_v <= 16) {
+    s.check(dk >= 1 && std::llround(dk * o.expand_v) >= 1, "expand_v",
+            "gives d_v = head_dim · expand_v = " + std::to_string(std::llround(dk * o.expand_v)) +
+                "; it must be >= 1");
+  }
   s.check(o.conv_size >= 1 && o.conv_size <= 64, "conv_size", "must be in [1, 64]");
-  // The pairwise chunked form is exact for any gate: no bound is needed for the kernel's sake
-  // (fla's exp2 kernels need |lower_bound| <= 5.9).
-  s.check(std::isfinite(o.lower_bound) && o.lower_bound <= 0, "lower_bound",
-          "must be 0 (the unbounded gate) or a finite negative number (the bounded gate; fla "
-          "uses -5)");
+  // The pairwise chunked form is exact for any gate (fla's exp2 kernels need |lower_bound| <=
+  // 5.9); below -100 every key is forgotten at once, and the decay underflows.
+  s.check(o.lower_bound >= -100 && o.lower_bound <= 0, "lower_bound",
+          "must be 0 (the unbounded gate) or in [-100, 0) (the bounded gate; fla uses -5)");
   s.check(o.norm_eps > 0 && o.norm_eps < 1, "norm_eps", "must be in (0, 1)");
   s.check(o.chunk_size >= 1 && o.chunk_size <= 256, "chunk_size",
           "must be in [1, 256] (memory grows as T · chunk_size · head_dim)");

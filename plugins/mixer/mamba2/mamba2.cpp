@@ -50,10 +50,7 @@ struct Mamba2Options {
 struct Mamba2Cache : MixerCache {
   torch::Tensor conv;  ///< the last d_conv − 1 inputs of the convolution [B, d_conv − 1, conv_dim]
   torch::Tensor ssm;  ///< [B, H, N, P] (the [K,V] layout of mixer_ops.h), fp32
-  int64_t nbytes() const override {
-    return (conv.defined() ? static_cast<int64_t>(conv.nbytes()) : 0) +
-           (ssm.defined() ? static_cast<int64_t>(ssm.nbytes()) : 0);
-  }
+  int64_t nbytes() const override { return bytes_of({&conv, &ssm}); }
 };
 
 class Mamba2 : public Mixer {
@@ -181,8 +178,10 @@ class Mamba2 : public Mixer {
     const torch::Tensor gate = torch::silu(z.to(ft));
     if (!o_.norm_before_gate) t = t * gate;
     const auto sizes = t.sizes().vec();
-    const torch::Tensor g = t.view({sizes[0], sizes[1], o_.ngroups, d_inner_ / o_.ngroups});
-    t = (g * torch::rsqrt(g.pow(2).mean(-1, true) + o_.norm_eps)).view(sizes) * norm_weight.to(ft);
+    const int64_t group = d_inner_ / o_.ngroups;
+    t = hybridlab::rms_norm(t.view({sizes[0], sizes[1], o_.ngroups, group}),
+                            norm_weight.to(ft).view({o_.ngroups, group}), o_.norm_eps)
+            .view(sizes);
     if (o_.norm_before_gate) t = t * gate;
     return t.to(y.scalar_type());
   }
@@ -211,20 +210,23 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
   s.check(o.d_state >= 1 && o.d_state <= 4096, "d_state", "must be in [1, 4096]");
   s.check(o.d_conv >= 1 && o.d_conv <= 64, "d_conv", "must be in [1, 64]");
   s.check(o.expand > 0 && o.expand <= 16, "expand", "must be in (0, 16]");
-  s.check(o.headdim >= 1, "headdim", "must be >= 1");
-  s.check(o.ngroups >= 1, "ngroups", "must be >= 1");
+  s.check(o.headdim >= 1 && o.headdim <= 4096, "headdim", "must be in [1, 4096]");
+  s.check(o.ngroups >= 1 && o.ngroups <= 1024, "ngroups", "must be in [1, 1024]");
   s.check(o.chunk_size >= 1 && o.chunk_size <= 4096, "chunk_size", "must be in [1, 4096]");
   s.check(o.dt_min > 0 && o.dt_max >= o.dt_min && o.dt_max < 10, "dt_max",
           "needs 0 < dt_min <= dt_max < 10");
-  s.check(o.dt_init_floor > 0, "dt_init_floor", "must be > 0");
-  s.check(
-      o.A_init_range.size() == 2 && o.A_init_range[0] > 0 && o.A_init_range[1] >= o.A_init_range[0],
-      "A_init_range", "must be [low, high] with 0 < low <= high");
+  s.check(o.dt_init_floor > 0 && o.dt_init_floor <= o.dt_max, "dt_init_floor",
+          "must be in (0, dt_max]");
+  // A = U(low, high) and A_log = ln A: a finite, positive range of moderate decay rates.
+  s.check(o.A_init_range.size() == 2 && o.A_init_range[0] > 0 &&
+              o.A_init_range[1] >= o.A_init_range[0] && o.A_init_range[1] <= 1e4,
+          "A_init_range", "must be [low, high] with 0 < low <= high <= 1e4");
   s.check(o.norm_eps > 0 && o.norm_eps < 1, "norm_eps", "must be in (0, 1)");
   s.check(o.mode == "chunk" || o.mode == "recurrent", "mode",
           "must be 'chunk' or 'recurrent', got '" + o.mode + "'");
-  const int64_t d_inner = std::llround(o.expand * ctx.d_model);
-  if (o.headdim >= 1 && o.ngroups >= 1 && o.expand > 0) {
+  if (o.headdim >= 1 && o.headdim <= 4096 && o.ngroups >= 1 && o.ngroups <= 1024 && o.expand > 0 &&
+      o.expand <= 16) {
+    const int64_t d_inner = std::llround(o.expand * ctx.d_model);
     const int64_t heads = d_inner / o.headdim;
     s.check(d_inner % o.headdim == 0 && heads >= 1, "headdim",
             "d_inner = expand · d_model = " + std::to_string(d_inner) +

@@ -28,6 +28,9 @@ TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
   CHECK(eval_safe_key("model.position.scheme"));
   CHECK(eval_safe_key("model.attention.window"));
   CHECK(eval_safe_key("model.gated_deltanet.chunk_size"));
+  CHECK(eval_safe_key("model.mamba2.chunk_size"));  // any mixer's chunk, plugins included
+  CHECK_FALSE(eval_safe_key("model.mamba2.d_state"));
+  CHECK_FALSE(eval_safe_key("model.attention.chunk_size"));
   CHECK(eval_safe_key("model.overrides.3.position.scheme"));
   CHECK(eval_safe_key("model.overrides.-1.window"));
   CHECK(eval_safe_key("eval.stride"));

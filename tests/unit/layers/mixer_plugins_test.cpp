@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <tuple>
 
 #include "hybridlab/mixer_ops.h"
 #include "layers_test_util.h"
@@ -44,6 +45,38 @@ void copy_parameters(Mixer& from, Mixer& to) {
   torch::NoGradGuard no_grad;
   auto src = from.named_parameters();
   for (auto& p : to.named_parameters()) p.value().copy_(src[p.key()]);
+}
+
+// The mixer `name` with `settings` in chunk mode against mode: recurrent with the same weights
+// (fp32 1e-4, fp64 1e-10, T tokens), then the chunked layer's gradients in fp64 against finite
+// differences for its input and the parameters `params`.
+void check_chunked_layer(PluginHost& host, const std::string& name, const std::string& settings,
+                         int64_t d_model, int64_t T, const std::vector<std::string>& params,
+                         bool fused = true) {
+  auto chunk = make_mixer(host, name, "{" + settings + "}", d_model, fused);
+  auto recurrent = make_mixer(host, name, "{" + settings + ", mode: recurrent}", d_model, fused);
+  copy_parameters(*chunk, *recurrent);
+  const torch::Tensor pos = torch::arange(T);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    CAPTURE(dtype);
+    chunk->to(dtype);
+    recurrent->to(dtype);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, T, d_model}, dtype);
+    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
+          (dtype == torch::kDouble ? 1e-10 : 1e-4));
+  }
+  const torch::Tensor x = torch::randn({1, 9, d_model}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor w = torch::randn({1, 9, d_model}, torch::kDouble);
+  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
+  loss().backward();
+  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
+  for (const std::string& param : params) {
+    CAPTURE(param);
+    torch::Tensor p = chunk->named_parameters()[param];
+    const torch::Tensor analytic = p.grad().clone();
+    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
+  }
 }
 
 // The delta rule without decay, one head: S0 [dk,dv] and (k, v, β) per step; returns S_T.
@@ -116,6 +149,39 @@ TEST_CASE("mixer plugins: deltanet's settings are read strictly", "[mixer][plugi
              Contains("test.yaml:1") && Contains("must split into num_heads = 3"));
   CHECK_THAT(config_error("{mode: fast}"), Contains("mode") && Contains("'fast'"));
   CHECK_THAT(config_error("{chunk_size: 0}"), Contains("chunk_size"));
+  // A huge value is one problem at its key (no overflowed width beside it).
+  const std::string huge = config_error("{expand_k: 99999999999999999999}");
+  CHECK_THAT(huge, Contains("expand_k: must be in (0, 16]"));
+  CHECK_THAT(huge, !Contains("problems"));
+}
+
+TEST_CASE("mixer plugins: mamba2's and kda's bad settings are one located error each",
+          "[mixer][plugins]") {
+  auto host = test::test_host();
+  auto config_error = [&](const std::string& name, const std::string& yaml) {
+    try {
+      make_mixer(*host, name, yaml);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"mamba2", "{A_init_range: [1.0e+300, 1.0e+300]}", "A_init_range: must be [low, high]"},
+      {"mamba2", "{dt_init_floor: 1.0e+300}", "dt_init_floor: must be in (0, dt_max]"},
+      {"mamba2", "{headdim: 12}", "must be a multiple of headdim = 12"},
+      {"mamba2", "{headdim: 16, ngroups: 3}", "ngroups: the 4 heads must split into ngroups = 3"},
+      {"kda", "{expand_v: 4096}", "expand_v: must be in (0, 16]"},
+      {"kda", "{head_dim: 100000}", "head_dim: must be in [0, 1024]"},
+      {"kda", "{lower_bound: -1.0e+39}", "lower_bound: must be 0"},
+      {"kda", "{num_heads: 4096}", "num_heads: must be in [1, 1024]"},
+  };
+  for (const auto& [name, yaml, want] : cases) {
+    CAPTURE(name, yaml);
+    const std::string e = config_error(name, yaml);
+    CHECK_THAT(e, Contains("test.yaml:1") && Contains(want));
+    CHECK_THAT(e, !Contains("problems") && !Contains("Exception raised"));
+  }
 }
 
 TEST_CASE("mixer plugins: deltanet's summary counts its state and parameters", "[mixer]") {
@@ -177,55 +243,17 @@ TEST_CASE("delta rule without decay: hand-derived states (recurrent and chunked)
   }
 }
 
-TEST_CASE("deltanet: the chunked layer equals the recurrent one (fp64 1e-10, fp32 1e-4)",
-          "[mixer]") {
+TEST_CASE("deltanet: the chunked layer equals the recurrent one; FD gradients", "[mixer]") {
   auto host = test::test_host();
   const bool fused = GENERATE(true, false);
   const bool neg = GENERATE(false, true);
   CAPTURE(fused, neg);
-  const std::string extra = std::string(", allow_neg_eigval: ") + (neg ? "true" : "false");
   torch::manual_seed(5);
-  auto chunk =
-      make_mixer(*host, "deltanet", "{num_heads: 2, chunk_size: 8" + extra + "}", 32, fused);
-  auto recurrent =
-      make_mixer(*host, "deltanet", "{num_heads: 2, mode: recurrent" + extra + "}", 32, fused);
-  copy_parameters(*chunk, *recurrent);
-  const torch::Tensor pos = torch::arange(37);
-  {
-    const torch::Tensor x = torch::randn({2, 37, 32});
-    torch::NoGradGuard no_grad;
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          1e-4);
-  }
-  chunk->to(torch::kDouble);
-  recurrent->to(torch::kDouble);
-  const torch::Tensor x = torch::randn({2, 37, 32}, torch::kDouble);
-  torch::NoGradGuard no_grad;
-  CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-        1e-10);
-}
-
-TEST_CASE("deltanet: gradients of the chunked layer match finite differences (fp64)", "[mixer]") {
-  auto host = test::test_host();
-  const bool fused = GENERATE(true, false);
-  CAPTURE(fused);
-  torch::manual_seed(6);
-  auto m = make_mixer(*host, "deltanet", "{num_heads: 2, chunk_size: 4, use_gate: true}", 8, fused);
-  m->to(torch::kDouble);
-  const torch::Tensor x = torch::randn({1, 9, 8}, torch::kDouble).requires_grad_(true);
-  const torch::Tensor pos = torch::arange(9);
-  const torch::Tensor w = torch::randn({1, 9, 8}, torch::kDouble);
-  auto loss = [&] { return (m->forward(x, pos, nullptr) * w).sum(); };
-  loss().backward();
-  const torch::Tensor numeric = test::numeric_grad(loss, x.detach());
-  CHECK(test::err_ratio(x.grad(), numeric) < 1e-6);
-  // One parameter of each kind: a projection, a convolution, the norm weight.
-  for (const std::string name : {"q_proj.weight", "k_conv", "o_norm_weight"}) {
-    CAPTURE(name);
-    torch::Tensor p = m->named_parameters()[name];
-    const torch::Tensor analytic = p.grad().clone();
-    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
-  }
+  check_chunked_layer(
+      *host, "deltanet",
+      std::string("num_heads: 2, chunk_size: 4, use_gate: true, allow_neg_eigval: ") +
+          (neg ? "true" : "false"),
+      8, 37, {"q_proj.weight", "k_conv", "o_norm_weight"}, fused);
 }
 
 TEST_CASE("mixer plugins conformance: causal, decode == forward, finite gradients", "[mixer]") {
@@ -395,36 +423,8 @@ TEST_CASE("mamba2: initialisation as the reference module", "[mixer][mamba2]") {
 TEST_CASE("mamba2: the chunked layer equals the recurrent one; FD gradients", "[mixer][mamba2]") {
   auto host = test::test_host();
   torch::manual_seed(10);
-  const std::string base = "d_state: 4, headdim: 8, ngroups: 2";
-  auto chunk = make_mixer(*host, "mamba2", "{" + base + ", chunk_size: 8}", 16);
-  auto recurrent = make_mixer(*host, "mamba2", "{" + base + ", mode: recurrent}", 16);
-  copy_parameters(*chunk, *recurrent);
-  const torch::Tensor pos = torch::arange(21);
-  {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor x = torch::randn({2, 21, 16});
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          1e-4);
-  }
-  chunk->to(torch::kDouble);
-  recurrent->to(torch::kDouble);
-  {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor x = torch::randn({2, 21, 16}, torch::kDouble);
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          1e-10);
-  }
-  const torch::Tensor x = torch::randn({1, 9, 16}, torch::kDouble).requires_grad_(true);
-  const torch::Tensor w = torch::randn({1, 9, 16}, torch::kDouble);
-  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
-  loss().backward();
-  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
-  for (const std::string name : {"A_log", "dt_bias", "conv_bias", "D"}) {
-    CAPTURE(name);
-    torch::Tensor p = chunk->named_parameters()[name];
-    const torch::Tensor analytic = p.grad().clone();
-    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
-  }
+  check_chunked_layer(*host, "mamba2", "d_state: 4, headdim: 8, ngroups: 2, chunk_size: 8", 16, 21,
+                      {"A_log", "dt_bias", "conv_bias", "D"});
 }
 }  // namespace mixer_plugins_test
 
@@ -503,34 +503,7 @@ TEST_CASE("kda: the gate's hand-derived values, through the gate observer", "[mi
 TEST_CASE("kda: the chunked layer equals the recurrent one; FD gradients", "[mixer][kda]") {
   auto host = test::test_host();
   torch::manual_seed(12);
-  auto chunk = make_mixer(*host, "kda", "{num_heads: 2, chunk_size: 4}", 16);
-  auto recurrent = make_mixer(*host, "kda", "{num_heads: 2, mode: recurrent}", 16);
-  copy_parameters(*chunk, *recurrent);
-  const torch::Tensor pos = torch::arange(19);
-  {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor x = torch::randn({2, 19, 16});
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          1e-4);
-  }
-  chunk->to(torch::kDouble);
-  recurrent->to(torch::kDouble);
-  {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor x = torch::randn({2, 19, 16}, torch::kDouble);
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          1e-10);
-  }
-  const torch::Tensor x = torch::randn({1, 9, 16}, torch::kDouble).requires_grad_(true);
-  const torch::Tensor w = torch::randn({1, 9, 16}, torch::kDouble);
-  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
-  loss().backward();
-  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
-  for (const std::string name : {"A_log", "dt_bias", "g_up.bias", "f_down.weight"}) {
-    CAPTURE(name);
-    torch::Tensor p = chunk->named_parameters()[name];
-    const torch::Tensor analytic = p.grad().clone();
-    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
-  }
+  check_chunked_layer(*host, "kda", "num_heads: 2, chunk_size: 4", 16, 19,
+                      {"A_log", "dt_bias", "g_up.bias", "f_down.weight"});
 }
 }  // namespace mixer_plugins_test
