@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 
 namespace hybridlab::cli {
@@ -52,6 +53,18 @@ void add_plugins_command(CLI::App& app) {
       std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", "", "", "", "", r.file);
     }
     // Also when nothing worked: a library that crashed or timed out is named, not hidden.
+    // A mixer plugin with a built-in mixer's letter or name is never reached by a pattern.
+    for (const auto& r : records) {
+      if (r.kind != kPluginKindMixer) continue;
+      for (const auto& [letter, name] : builtin_mixers()) {
+        if (r.letter == letter || r.name == name) {
+          std::cout << fmt::format(
+              "not used: mixer plugin '{}' ({}) has the {} of the built-in mixer {} ({}); "
+              "rename it\n",
+              r.name, r.file, r.letter == letter ? "letter" : "name", name, letter);
+        }
+      }
+    }
     for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";
     for (const auto& c : host.broken_plugins()) std::cout << "crashed: " << c << "\n";
   });

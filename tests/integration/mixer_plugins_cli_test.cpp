@@ -108,6 +108,10 @@ TEST_CASE("mixer plugins cli: a plugin with a built-in's letter is not used, and
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Contains("letter 'Z'") && Contains("mixer plugin 'clash' (letter G") &&
                         Contains("'gated_deltanet' (letter G) has its letter"));
+  const auto list = cli("plugins list --path " + q(kFixtures + "mixer_clash"));
+  CHECK(list.code == 0);
+  CHECK_THAT(list.out, Contains("not used: mixer plugin 'clash'") &&
+                           Contains("letter of the built-in mixer gated_deltanet (G)"));
 }
 
 }  // namespace mixer_plugins_cli_test

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hybridlab/config.h"
@@ -92,6 +93,10 @@ class LanguageModel : public torch::nn::Module {
 /// d_model, vocab_size, layers, attention, gated_deltanet, mlp, overrides, position, norm_eps,
 /// tie_embeddings, init_std (docs/layers.md).
 std::shared_ptr<ModelOptions> read_model_options(Section model);
+
+/// The built-in mixers' pattern letters and names ({'A', "attention"}, {'G', "gated_deltanet"}):
+/// a mixer plugin with one of these letters or names is not used (`plugins list` says so).
+std::vector<std::pair<char, std::string>> builtin_mixers();
 
 /// Builds the model, instantiating positional schemes through `host`. Throws ConfigError /
 /// PluginError for settings that cannot be built (e.g. an eval length past a learned table, an

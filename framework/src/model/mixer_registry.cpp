@@ -34,6 +34,12 @@ const MixerType* MixerRegistry::find(const std::string& key) const {
   return nullptr;
 }
 
+std::vector<std::pair<char, std::string>> builtin_mixers() {
+  std::vector<std::pair<char, std::string>> out;
+  for (const MixerType& t : MixerRegistry::instance().types()) out.emplace_back(t.letter, t.name);
+  return out;
+}
+
 std::string MixerRegistry::names() const {
   std::string out;
   for (const MixerType& t : types_) {
