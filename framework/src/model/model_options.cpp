@@ -58,11 +58,177 @@ std::string letter_error(char letter, size_t count, size_t first, size_t length)
                      count, length, first);
 }
 
+// Mixer types by letter or name: the built-ins first, the mixer plugins only for a key no
+// built-in has, so that a model of built-in mixers runs no plugin code while it is read.
+class MixerLookup {
+ public:
+  explicit MixerLookup(Config cfg) : cfg_(std::move(cfg)) {}
+  const MixerRegistry& registry() const { return registry_; }
+
+  const MixerType* find(const std::string& key) {
+    if (const MixerType* t = registry_.find(key)) return t;
+    plugins_ = find_plugin_mixer(cfg_, key);
+    searched_ = true;
+    return plugins_.type;
+  }
+
+  // "A (attention), G (gated_deltanet), D (deltanet, plugin)" and what is amiss among plugins.
+  std::string known() const {
+    std::string k = registry_.names();
+    if (searched_ && !plugins_.names.empty()) k += ", " + plugins_.names;
+    if (searched_ && !plugins_.note.empty()) k += " (" + plugins_.note + ")";
+    return k;
+  }
+
+  // "; letters are case-sensitive: 'D' is deltanet" for a letter whose other case names a mixer.
+  std::string case_hint(char letter) {
+    const unsigned char c = static_cast<unsigned char>(letter);
+    const char other = static_cast<char>(std::islower(c) ? std::toupper(c) : std::tolower(c));
+    if (other == letter) return "";
+    const MixerType* t = find(std::string(1, other));
+    return t ? fmt::format("; letters are case-sensitive: '{}' is {}", other, t->name) : "";
+  }
+
+ private:
+  Config cfg_;
+  const MixerRegistry& registry_ = MixerRegistry::instance();
+  PluginMixerLookup plugins_;
+  bool searched_ = false;
+};
+
+// The types of `letters`, each unknown letter reported once at `where`.`key` (however often it
+// occurs: a long pattern with a typo would otherwise print one line per character). `complete`
+// is set to whether every letter was known.
+std::vector<const MixerType*> read_letters(const std::string& letters, Section& where,
+                                           const std::string& key, MixerLookup& lookup,
+                                           bool& complete) {
+  std::vector<const MixerType*> types;
+  std::map<char, std::pair<size_t, size_t>> unknown;  // letter -> (count, first position)
+  for (size_t i = 0; i < letters.size(); ++i) {
+    if (const MixerType* t = lookup.find(std::string(1, letters[i]))) {
+      types.push_back(t);
+    } else {
+      auto [it, fresh] = unknown.emplace(letters[i], std::make_pair(size_t{0}, i + 1));
+      ++it->second.first;
+    }
+  }
+  for (const auto& [letter, seen] : by_first_position(unknown)) {
+    where.error(key, letter_error(letter, seen.first, seen.second, letters.size()) +
+                         lookup.case_hint(letter) + "; known letters: " + lookup.known());
+  }
+  complete = unknown.empty();
+  return types;
+}
+
+// `model.layers` in its three spellings ({pattern, repeat}, a string of letters, a list of
+// letters or names), at most kMaxLayers of them.
+std::vector<const MixerType*> read_layer_types(Section& s, MixerLookup& lookup) {
+  std::vector<const MixerType*> types;
+  double requested = 0;  // layers asked for ({pattern, repeat} stops building past the limit)
+  bool complete = true;
+  const YAML::Node layers_node = s.node().IsMap() ? s.node()["layers"] : YAML::Node();
+  if (!s.has("layers")) {
+    types = read_letters(s.get<std::string>("layers", "GGGA"), s, "layers", lookup, complete);
+  } else if (layers_node.IsSequence()) {
+    for (const std::string& item : s.get<std::vector<std::string>>("layers", {})) {
+      if (const MixerType* t = lookup.find(item)) {
+        types.push_back(t);
+      } else {
+        s.error("layers", "'" + item + "' names no mixer; known: " + lookup.known());
+      }
+    }
+  } else if (layers_node.IsScalar()) {
+    types = read_letters(s.get<std::string>("layers", ""), s, "layers", lookup, complete);
+  } else {
+    Section ls = s.child("layers");
+    const std::string pattern = ls.required<std::string>("pattern");
+    const int64_t repeat = ls.get<int64_t>("repeat", 1);
+    ls.check(repeat >= 1, "repeat", "must be >= 1");
+    ls.finish();
+    const std::vector<const MixerType*> once =
+        read_letters(pattern, ls, "pattern", lookup, complete);
+    const int64_t copies = complete ? std::max<int64_t>(repeat, 1) : 1;
+    requested = static_cast<double>(once.size()) * static_cast<double>(copies);
+    for (int64_t r = 0; r < copies && static_cast<int64_t>(types.size()) <= kMaxLayers; ++r)
+      types.insert(types.end(), once.begin(), once.end());
+  }
+  s.check(!types.empty() || !s.config().errors().empty(), "layers",
+          "the model needs at least one layer");
+  if (static_cast<int64_t>(types.size()) > kMaxLayers) {
+    s.error("layers",
+            fmt::format("the model has {:.0f} layers; at most {} are supported",
+                        std::max(requested, static_cast<double>(types.size())), kMaxLayers));
+    types.resize(kMaxLayers);
+  }
+  return types;
+}
+
+// The options of each mixer type the layers use or the section configures, one LayerSpec per
+// layer, and the sections of plugin mixers no layer uses (built once with the model).
+void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, MixerLookup& lookup,
+                        ModelOptions& o) {
+  const ModelDims dims{o.d_model};
+  std::map<const MixerType*, std::any> base;
+  for (const MixerType& t : lookup.registry().types()) {
+    bool used = false;
+    for (const MixerType* u : types) used = used || u == &t;
+    if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);
+  }
+  for (const MixerType* t : types) {  // plugin mixers the layers use
+    if (!base.count(t)) base[t] = t->read(s.child(t->name), dims, nullptr);
+  }
+  for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
+    if (key.size() < 2 || is_model_key(key) || lookup.registry().find(key)) continue;
+    if (const MixerType* t = lookup.find(key); t && !base.count(t)) {
+      base[t] = t->read(s.child(t->name), dims, nullptr);
+      o.unused_plugin_mixers.push_back(LayerSpec{t, base[t], false});
+    }
+  }
+  for (const MixerType* t : types) {
+    o.layers.push_back(LayerSpec{t, base[t], false});
+    o.layers_text += t->letter;
+  }
+}
+
+// `model.overrides`: per layer index (negative from the end), that layer's mixer options read
+// over its base options.
+void read_overrides(Section ov, ModelOptions& o) {
+  const ModelDims dims{o.d_model};
+  const int64_t n = static_cast<int64_t>(o.layers.size());
+  std::map<int64_t, std::string> claimed;  // layer index -> the key that named it first
+  for (const std::string& key : ov.keys()) {
+    int64_t index = 0;
+    if (!parse_index(key, index)) {
+      ov.accept(key);
+      ov.error(key, "override keys are layer indices (0.." + std::to_string(n - 1) +
+                        ", or negative from the end), got '" + key + "'");
+      continue;
+    }
+    const int64_t at = index < 0 ? n + index : index;
+    if (at < 0 || at >= n) {
+      ov.accept(key);
+      ov.error(key, "override index " + key + " is past the last layer: the model has " +
+                        std::to_string(n) + " layers (indices 0.." + std::to_string(n - 1) + ")");
+      continue;
+    }
+    if (auto [it, fresh] = claimed.emplace(at, key); !fresh) {
+      ov.accept(key);
+      ov.error(key, "names layer " + std::to_string(at) + ", which the override '" + it->second +
+                        "' at " + ov.location(it->second).str() +
+                        " already names; merge the two into one override");
+      continue;
+    }
+    LayerSpec& layer = o.layers[static_cast<size_t>(at)];
+    layer.options = layer.type->read(ov.child(key), dims, &layer.options);
+    layer.overridden = true;
+  }
+  ov.finish();
+}
+
 }  // namespace
 
 std::shared_ptr<ModelOptions> read_model_options(Section s) {
   auto o = std::make_shared<ModelOptions>();
-  const MixerRegistry& registry = MixerRegistry::instance();
   o->d_model = s.get<int64_t>("d_model", o->d_model);
   o->vocab_size = s.get<int64_t>("vocab_size", o->vocab_size);
   o->norm_eps = s.get<double>("norm_eps", o->norm_eps);
@@ -76,158 +242,10 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   if (o->d_model <= 0) o->d_model = 1;  // keep the checks below meaningful after an error
   o->mlp = read_mlp_options(s.child("mlp"));
   if (s.has("position")) o->position = read_position_spec(s.child("position"));
-
-  // ---- the layer letters: {pattern, repeat}, a string, or an explicit list
-  // Built-in types first; a letter or name no built-in has is looked up among the mixer plugins,
-  // which are searched only then: a model of built-in mixers runs no plugin code here.
-  PluginMixerLookup plugins;
-  bool searched = false;
-  auto find_type = [&](const std::string& key) -> const MixerType* {
-    if (const MixerType* t = registry.find(key)) return t;
-    plugins = find_plugin_mixer(s.config(), key);
-    searched = true;
-    return plugins.type;
-  };
-  auto known = [&] {
-    std::string k = registry.names();
-    if (searched && !plugins.names.empty()) k += ", " + plugins.names;
-    if (searched && !plugins.note.empty()) k += " (" + plugins.note + ")";
-    return k;
-  };
-  // "; letters are case-sensitive: 'D' is deltanet" for a letter whose other case names a mixer.
-  auto case_hint = [&](char letter) -> std::string {
-    const unsigned char c = static_cast<unsigned char>(letter);
-    const char other = static_cast<char>(std::islower(c) ? std::toupper(c) : std::tolower(c));
-    if (other == letter) return "";
-    const MixerType* t = registry.find(std::string(1, other));
-    if (!t) t = find_type(std::string(1, other));
-    return t ? fmt::format("; letters are case-sensitive: '{}' is {}", other, t->name) : "";
-  };
-  std::vector<const MixerType*> types;
-  double requested = 0;  // layers asked for ({pattern, repeat} stops building past the limit)
-  auto add = [&](const std::string& item, Section& where, const std::string& key) {
-    const MixerType* t = find_type(item);
-    if (!t) {
-      where.error(key, "'" + item + "' names no mixer; known: " + known());
-      return;
-    }
-    types.push_back(t);
-  };
-  const YAML::Node layers_node = s.node().IsMap() ? s.node()["layers"] : YAML::Node();
-  if (!s.has("layers")) {
-    s.get<std::string>("layers", "GGGA");
-    for (char c : std::string("GGGA")) types.push_back(registry.find(std::string(1, c)));
-  } else if (layers_node.IsSequence()) {
-    for (const std::string& item : s.get<std::vector<std::string>>("layers", {}))
-      add(item, s, "layers");
-  } else if (layers_node.IsScalar()) {
-    const std::string letters = s.get<std::string>("layers", "");
-    std::map<char, std::pair<size_t, size_t>> unknown;
-    for (size_t i = 0; i < letters.size(); ++i) {
-      if (const MixerType* t = find_type(std::string(1, letters[i]))) {
-        types.push_back(t);
-      } else {
-        auto [it, fresh] = unknown.emplace(letters[i], std::make_pair(size_t{0}, i + 1));
-        ++it->second.first;
-      }
-    }
-    for (const auto& [letter, seen] : by_first_position(unknown)) {
-      s.error("layers", letter_error(letter, seen.first, seen.second, letters.size()) +
-                            case_hint(letter) + "; known letters: " + known());
-    }
-  } else {
-    Section ls = s.child("layers");
-    const std::string pattern = ls.required<std::string>("pattern");
-    const int64_t repeat = ls.get<int64_t>("repeat", 1);
-    ls.check(repeat >= 1, "repeat", "must be >= 1");
-    ls.finish();
-    // One message per unknown letter, however often it occurs: a long pattern with a typo
-    // would otherwise print one line (quoting the whole pattern) per character.
-    std::vector<const MixerType*> once;
-    std::map<char, std::pair<size_t, size_t>> unknown;  // letter -> (count, first position)
-    for (size_t i = 0; i < pattern.size(); ++i) {
-      const MixerType* t = find_type(std::string(1, pattern[i]));
-      if (!t) {
-        auto [it, fresh] = unknown.emplace(pattern[i], std::make_pair(size_t{0}, i + 1));
-        ++it->second.first;
-        continue;
-      }
-      once.push_back(t);
-    }
-    for (const auto& [letter, seen] : by_first_position(unknown)) {
-      ls.error("pattern", letter_error(letter, seen.first, seen.second, pattern.size()) +
-                              case_hint(letter) + "; known letters: " + known());
-    }
-    const int64_t copies = unknown.empty() ? std::max<int64_t>(repeat, 1) : 1;
-    requested = static_cast<double>(once.size()) * static_cast<double>(copies);
-    for (int64_t r = 0; r < copies && static_cast<int64_t>(types.size()) <= kMaxLayers; ++r)
-      types.insert(types.end(), once.begin(), once.end());
-  }
-  s.check(!types.empty() || !s.config().errors().empty(), "layers",
-          "the model needs at least one layer");
-  if (static_cast<int64_t>(types.size()) > kMaxLayers) {
-    s.error("layers",
-            fmt::format("the model has {:.0f} layers; at most {} are supported",
-                        std::max(requested, static_cast<double>(types.size())), kMaxLayers));
-    types.resize(kMaxLayers);
-  }
-
-  // ---- base options of each mixer type used (or configured)
-  const ModelDims dims{o->d_model};
-  std::map<const MixerType*, std::any> base;
-  for (const MixerType& t : registry.types()) {
-    bool used = false;
-    for (const MixerType* u : types) used = used || u == &t;
-    if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);
-  }
-  for (const MixerType* t : types) {  // plugin mixers the layers use
-    if (!base.count(t)) base[t] = t->read(s.child(t->name), dims, nullptr);
-  }
-  for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
-    if (key.size() < 2 || is_model_key(key) || registry.find(key)) continue;
-    if (const MixerType* t = find_type(key); t && !base.count(t)) {
-      base[t] = t->read(s.child(t->name), dims, nullptr);
-      o->unused_plugin_mixers.push_back(LayerSpec{t, base[t], false});
-    }
-  }
-  for (const MixerType* t : types) {
-    o->layers.push_back(LayerSpec{t, base[t], false});
-    o->layers_text += t->letter;
-  }
-
-  // ---- per-layer overrides
-  if (s.has("overrides")) {
-    Section ov = s.child("overrides");
-    const int64_t n = static_cast<int64_t>(o->layers.size());
-    std::map<int64_t, std::string> claimed;  // layer index -> the key that named it first
-    for (const std::string& key : ov.keys()) {
-      int64_t index = 0;
-      if (!parse_index(key, index)) {
-        ov.accept(key);
-        ov.error(key, "override keys are layer indices (0.." + std::to_string(n - 1) +
-                          ", or negative from the end), got '" + key + "'");
-        continue;
-      }
-      const int64_t at = index < 0 ? n + index : index;
-      if (at < 0 || at >= n) {
-        ov.accept(key);
-        ov.error(key, "override index " + key + " is past the last layer: the model has " +
-                          std::to_string(n) + " layers (indices 0.." + std::to_string(n - 1) + ")");
-        continue;
-      }
-      if (auto [it, fresh] = claimed.emplace(at, key); !fresh) {
-        ov.accept(key);
-        ov.error(key, "names layer " + std::to_string(at) + ", which the override '" + it->second +
-                          "' at " + ov.location(it->second).str() +
-                          " already names; merge the two into one override");
-        continue;
-      }
-      LayerSpec& layer = o->layers[static_cast<size_t>(at)];
-      layer.options = layer.type->read(ov.child(key), dims, &layer.options);
-      layer.overridden = true;
-    }
-    ov.finish();
-  }
+  MixerLookup lookup(s.config());
+  const std::vector<const MixerType*> types = read_layer_types(s, lookup);
+  read_mixer_options(s, types, lookup, *o);
+  if (s.has("overrides")) read_overrides(s.child("overrides"), *o);
   s.finish();
   return o;
 }
