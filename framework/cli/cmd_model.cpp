@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -12,6 +13,7 @@
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
+#include "hybridlab/task.h"
 #include "run/build.h"
 
 namespace hybridlab::cli {
@@ -29,6 +31,23 @@ ModelBuildContext lengths_from(const Config& cfg) {
   for (int64_t n : probe.section("eval").get<std::vector<int64_t>>("lengths", {}))
     ctx.max_length = std::max(ctx.max_length, n);
   return ctx;
+}
+
+// An unset model.vocab_size follows the task's vocabulary, as `run` sets it (read_experiment):
+// set here in `cfg` before the model is read. A task section that cannot be read leaves the
+// model's default, for the full read (`config show`, `run`) to report.
+void follow_task_vocab(Config& cfg) {
+  if (cfg.lookup("model.vocab_size").IsDefined() || !cfg.lookup("task").IsDefined()) return;
+  Config probe = cfg.clone();
+  TaskContext tc;
+  tc.config_dir =
+      cfg.file().empty() ? "" : std::filesystem::path(cfg.file()).parent_path().string();
+  try {
+    const std::shared_ptr<Task> task = read_task(probe.section("task"), tc);
+    if (task && probe.errors().empty())
+      cfg.set("model.vocab_size", YAML::Node(task->vocab_size()), cfg.location("task"));
+  } catch (const std::exception&) {
+  }
 }
 
 std::string count(double v) {
@@ -115,6 +134,7 @@ void add_model_command(CLI::App& app) {
       ->check(integer_in(1, int64_t{1} << 40));
   summary->callback([args] {
     Config cfg = load_config_with_overrides(args->file, args->overrides);
+    follow_task_vocab(cfg);
     auto opts = read_model_options(cfg.section("model"));
     cfg.raise_errors();
     const ModelBuildContext ctx = lengths_from(cfg);
@@ -126,7 +146,7 @@ void add_model_command(CLI::App& app) {
         read_eval_variants(probe.section("eval").child("variants"));
     probe.raise_errors();
     check_eval_variant_models(cfg, variants, *built, [&](const Config& vc) {
-      auto vo = read_model_options(vc.section("model"));
+      auto vo = read_model_options(vc.section("model"));  // the vocabulary set above
       vc.raise_errors();
       return build_model(*vo, *host, lengths_from(vc));
     });

@@ -55,6 +55,8 @@ TEST_CASE("mixer plugins cli: a DA model trains, evaluates and is analysed", "[c
   const auto summary = cli("model summary " + q(yaml));
   REQUIRE(summary.code == 0);
   CHECK_THAT(summary.out, Contains("D deltanet") && Contains("H=2 dk=8 dv=8"));
+  // The model's vocabulary follows the task's (64 here) as in `run`, not the default 256.
+  CHECK_THAT(summary.out, Contains("vocab_size 64"));
   const auto run = cli("run " + q(yaml) + " --runs-dir " + q(tmp.path / "runs"), 300);
   INFO(run.out);
   REQUIRE(run.code == 0);
