@@ -94,19 +94,20 @@ class Kda : public Mixer {
     auto* cache = dynamic_cast<KdaCache*>(cache_base);
     TORCH_CHECK(!cache_base || cache, "kda: the cache was not made by this mixer");
     const int64_t B = x.size(0), T = x.size(1), H = o_.num_heads;
-    const bool keep = cache != nullptr, fused = o_.fused_kernels;
+    const bool fused = o_.fused_kernels;
+    // SiLU(ShortConv(p(x))), continuing from (and updating) `tail` when decoding (non-null).
     auto conv = [&](torch::nn::Linear& p, const torch::Tensor& w, torch::Tensor* tail) {
-      auto r = hybridlab::short_conv(p(x), w, keep ? *tail : torch::Tensor(), fused, keep);
-      if (keep) *tail = r.cache;
+      auto r =
+          hybridlab::short_conv(p(x), w, tail ? *tail : torch::Tensor(), fused, tail != nullptr);
+      if (tail) *tail = r.cache;
       return r.y;
     };
-    torch::Tensor dummy;
     const torch::Tensor q = hybridlab::l2_normalize(
-        conv(q_proj, q_conv, keep ? &cache->conv_q : &dummy).view({B, T, H, dk_}), 1e-6, fused);
+        conv(q_proj, q_conv, cache ? &cache->conv_q : nullptr).view({B, T, H, dk_}), 1e-6, fused);
     const torch::Tensor k = hybridlab::l2_normalize(
-        conv(k_proj, k_conv, keep ? &cache->conv_k : &dummy).view({B, T, H, dk_}), 1e-6, fused);
+        conv(k_proj, k_conv, cache ? &cache->conv_k : nullptr).view({B, T, H, dk_}), 1e-6, fused);
     const torch::Tensor v =
-        conv(v_proj, v_conv, keep ? &cache->conv_v : &dummy).view({B, T, H, dv_});
+        conv(v_proj, v_conv, cache ? &cache->conv_v : nullptr).view({B, T, H, dv_});
     const torch::Tensor g = gate(x).view({B, T, H, dk_}).transpose(1, 2);  // [B,H,T,dk]
     const torch::Tensor beta = torch::sigmoid(b_proj(x)).transpose(1, 2);  // [B,H,T]
     if (probes_.gates) probes_.gates(g.mean(-1).to(torch::kFloat), beta.to(torch::kFloat));
