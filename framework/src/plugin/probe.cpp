@@ -131,18 +131,27 @@ void exercise_mixer(Mixer& m, const std::string& name, const MixerContext& ctx) 
   }
 }
 
+// The fields both kinds of record have: the ABI (a refusal when it does not match) and the names.
+// false when the plugin is refused.
+template <class Info>
+bool read_record(const Info& info, int host_api_version, const std::string& file,
+                 ProbedLibrary& out) {
+  out.refusal =
+      abi_problem(info.api_version, host_api_version,
+                  record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
+  if (!out.refusal.empty()) return false;
+  out.name = record_string(info.name, "name", file);
+  out.version = record_string(info.version, "version", file);
+  out.description = record_string(info.description, "description", file);
+  return true;
+}
+
 // The record of a positional-scheme library, and its default scheme's hooks.
 void probe_position_record(boost::dll::shared_library& lib, const std::string& file,
                            const StageFn& stage, ProbedLibrary& out) {
   const PluginInfo& info = lib.get_alias<const PluginInfo>(kInfoAlias);
   out.kind = kPluginKindPosition;
-  out.refusal =
-      abi_problem(info.api_version, kPluginApiVersion,
-                  record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
-  if (!out.refusal.empty()) return;
-  out.name = record_string(info.name, "name", file);
-  out.version = record_string(info.version, "version", file);
-  out.description = record_string(info.description, "description", file);
+  if (!read_record(info, kPluginApiVersion, file, out)) return;
   stage("building a scheme with default settings (its factory)");
   auto& factory = lib.get_alias<PositionFactory>("hybridlab_position_factory");
   try {
@@ -161,18 +170,12 @@ void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file
                         const StageFn& stage, ProbedLibrary& out) {
   const MixerPluginInfo& info = lib.get_alias<const MixerPluginInfo>(kMixerInfoAlias);
   out.kind = kPluginKindMixer;
-  out.refusal =
-      abi_problem(info.api_version, kMixerPluginApiVersion,
-                  record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
-  if (!out.refusal.empty()) return;
+  if (!read_record(info, kMixerPluginApiVersion, file, out)) return;  // the API first
   if (info.kind != kPluginKindMixer) {
     out.refusal = fmt::format("plugin '{}': its mixer record says kind {}, expected {} (a mixer)",
                               file, info.kind, static_cast<int>(kPluginKindMixer));
     return;
   }
-  out.name = record_string(info.name, "name", file);
-  out.version = record_string(info.version, "version", file);
-  out.description = record_string(info.description, "description", file);
   const auto letter = static_cast<unsigned char>(info.letter);
   if (!((letter >= 'A' && letter <= 'Z') || (letter >= 'a' && letter <= 'z'))) {
     out.refusal = fmt::format(
