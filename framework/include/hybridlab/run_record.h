@@ -160,6 +160,20 @@ class RunFolder {
   std::string dir_;
 };
 
+/// One line of metrics.jsonl: what the trainer logged at one step.
+struct MetricsRow {
+  int64_t step = 0;
+  bool has_loss = false;    ///< the line has a `loss` key
+  double loss = 0;          ///< train loss (nats/token); NaN when logged as null (a diverged step)
+  double tokens_per_s = 0;  ///< the step's throughput; 0 when not logged
+  std::string line;         ///< the line as written (kept when the file is rewritten)
+};
+
+/// Every well-formed line of a metrics.jsonl at `path`, in file order: a half-written last line
+/// (a killed run) or a line that is not a JSON object is skipped; a missing file has no rows.
+/// Throws nothing for malformed lines; what the caller's require_plain_file refuses is its own.
+std::vector<MetricsRow> read_metrics(const std::string& path);
+
 /// runs/<experiment>/expect.yaml: the experiment's claims (`expect:`) as written, a YAML list of
 /// strings. Kept beside the runs rather than in each source.yaml, so that editing a claim never
 /// makes a finished run "changed"; every `hybridlab run` of the experiment rewrites it (removes it

@@ -1,7 +1,6 @@
 // The runs of an experiment folder as the report reads them (report/report_parts.h).
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +13,6 @@
 
 namespace hybridlab::report {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -63,18 +61,8 @@ std::vector<LossPoint> loss_points(const fs::path& metrics) {
     std::fprintf(stderr, "warning: %s; its loss curve is left out\n", e.what());
     return pts;
   }
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    try {
-      const json j = json::parse(line);
-      if (j.contains("loss") && j.contains("step")) {
-        const json& l = j["loss"];
-        pts.push_back({j["step"].get<int64_t>(), l.is_number() ? l.get<double>() : NAN});
-      }
-    } catch (const std::exception&) {
-    }
-  }
+  for (const MetricsRow& r : read_metrics(metrics.string()))
+    if (r.has_loss) pts.push_back({r.step, r.loss});
   return pts;
 }
 

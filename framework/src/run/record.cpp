@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "hybridlab/run_record.h"
 #include "util/atomic_file.h"
@@ -124,6 +125,30 @@ std::string run_state_name(RunState s) {
       return "interrupted";
   }
   return "new";
+}
+
+std::vector<MetricsRow> read_metrics(const std::string& path) {
+  std::vector<MetricsRow> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      if (!j.is_object()) continue;
+      MetricsRow r;
+      r.step = j.value("step", int64_t{0});
+      r.has_loss = j.contains("loss");
+      if (r.has_loss) r.loss = j["loss"].is_number() ? j["loss"].get<double>() : NAN;
+      if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
+        r.tokens_per_s = j["tokens_per_s"].get<double>();
+      r.line = line;
+      rows.push_back(std::move(r));
+    } catch (const std::exception&) {
+      continue;  // a half-written last line
+    }
+  }
+  return rows;
 }
 
 RunFolder::RunFolder(std::string dir) : dir_(std::move(dir)) {}

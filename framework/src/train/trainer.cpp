@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "hybridlab/evaluator.h"
+#include "hybridlab/run_record.h"
 #include "train/progress.h"
 #include "util/atomic_file.h"
 
@@ -130,26 +131,16 @@ void read_checkpoint(const std::string& path, F&& read) {
 // harmonic mean of the per-step rates).
 std::pair<double, double> logged_loss_and_rate(const std::string& path, int64_t steps,
                                                int64_t window) {
-  std::ifstream in(path);
-  std::string line;
   double loss_sum = 0, inv_rate_sum = 0;
   int64_t loss_n = 0, rate_n = 0;
-  while (std::getline(in, line)) {
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (!j.contains("loss")) continue;
-    const int64_t step = j.value("step", int64_t{0});
-    if (step > steps - window && step <= steps) {
-      loss_sum += j["loss"].get<double>();
+  for (const MetricsRow& r : read_metrics(path)) {
+    if (!r.has_loss) continue;
+    if (r.step > steps - window && r.step <= steps) {
+      loss_sum += r.loss;
       ++loss_n;
     }
-    const double rate = j.value("tokens_per_s", 0.0);
-    if (rate > 0) {
-      inv_rate_sum += 1.0 / rate;
+    if (r.tokens_per_s > 0) {
+      inv_rate_sum += 1.0 / r.tokens_per_s;
       ++rate_n;
     }
   }
@@ -159,18 +150,10 @@ std::pair<double, double> logged_loss_and_rate(const std::string& path, int64_t 
 
 // Drops metrics lines past `step` (a killed run may have logged steps after its checkpoint).
 void truncate_metrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      if (json::parse(line).value("step", int64_t{0}) > step) continue;
-    } catch (const std::exception&) {
-      continue;  // a half-written last line
-    }
-    kept += line + "\n";
-  }
+  if (!std::ifstream(path)) return;
+  std::string kept;
+  for (const MetricsRow& r : read_metrics(path))
+    if (r.step <= step) kept += r.line + "\n";
   write_file_atomic(path, kept);
 }
 
