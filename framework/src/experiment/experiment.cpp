@@ -326,6 +326,137 @@ std::string experiment_name(const Config& cfg) {
   return stem.empty() ? "experiment" : folder_name(stem);
 }
 
+namespace {
+
+// An unset model.vocab_size follows the task, so every task works with the default model; a
+// task whose token ids pass the model's vocabulary is refused at whichever key was set.
+void check_vocabulary(Section& root, const Config& cfg, Experiment& e) {
+  if (e.task && e.model && !root.child("model").has("vocab_size")) {
+    // Unset model.vocab_size follows the task, so every task works with the default model.
+    e.model->vocab_size = e.task->vocab_size();
+    YAML::Node resolved = cfg.resolved();
+    resolved["model"]["vocab_size"] = e.model->vocab_size;
+  }
+  if (e.task && e.model && e.task->vocab_size() > e.model->vocab_size) {
+    // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
+    Section task_s = root.child("task");
+    Section model_s = root.child("model");
+    const std::string msg = fmt::format(
+        "task '{}' uses token ids up to {} (task.vocab_size {}) but model.vocab_size is {}; set "
+        "model.vocab_size to at least {} or lower task.vocab_size",
+        e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), e.model->vocab_size,
+        e.task->vocab_size());
+    if (model_s.has("vocab_size") || !task_s.has("vocab_size")) {
+      model_s.error("vocab_size", msg);
+    } else {
+      task_s.error("vocab_size", msg);
+    }
+  }
+}
+
+// Evaluation settings the task cannot score (sliding windows, generated scoring).
+void check_eval_scoring(Section& root, const Experiment& e) {
+  if (e.task && e.eval.stride > 0 && !e.task->per_position_curve()) {
+    root.child("eval").error(
+        "stride", fmt::format("sliding-window evaluation scores language modelling, where every "
+                              "token is a target (task text); task {} scores its own positions",
+                              e.task->name()));
+  }
+  if (e.task && e.eval.scoring == EvalScoring::kGenerated && !e.task->answer_span()) {
+    root.child("eval").error(
+        "scoring",
+        fmt::format("generated scoring decodes one contiguous answer span per example (tasks "
+                    "passkey, niah, copy, selective_copy); task {} scores {}, use teacher_forced",
+                    e.task->name(),
+                    e.task->per_position_curve() ? "every position" : "separate positions"));
+  }
+}
+
+// `expect:`: a list of claims (strings).
+void read_expect(Section& root, Experiment& e) {
+  if (root.has("expect")) {
+    const YAML::Node ex = root.node()["expect"];
+    bool ok = ex.IsSequence();
+    for (size_t i = 0; ok && i < ex.size(); ++i) ok = ex[i].IsScalar();
+    if (ok) {
+      for (const auto& c : ex) e.expect.push_back(c.as<std::string>());
+    } else {
+      root.error("expect",
+                 "expected a list of claims, e.g. [\"GGGA accuracy at 64 >= 0.95\"] (quote a claim "
+                 "that starts with '{')");
+    }
+  }
+}
+
+// Every sweep variant read in full: a sweep key that is not a config key, or a value of the wrong
+// type, is reported like any other config error, naming the variant and the sweep line.
+void check_sweep_variants(const Config& cfg, const Experiment& e) {
+  // Read every variant in full: a sweep key that is not a config key, or a value of the wrong
+  // type, is reported like any other config error (with the nearest key).
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (const Variant& v : expand_sweep(e.sweep)) {
+    try {
+      read_experiment(variant_config(cfg, v, e.sweep), false);
+    } catch (const ConfigError& err) {
+      std::string msg = err.what();
+      // Name the sweep line that set the offending key (the reader locates it at its section).
+      for (const auto& [key, value] : v.assignments) {
+        std::string prefix = key;
+        while (!prefix.empty() && msg.find(" " + prefix + ":") == std::string::npos) {
+          const size_t dot = prefix.rfind('.');
+          prefix = dot == std::string::npos ? "" : prefix.substr(0, dot);
+        }
+        if (prefix.empty() || prefix.find('.') == std::string::npos) continue;
+        Location where = cfg.location("sweep");
+        for (const auto& a : e.sweep.grid) {
+          if (a.key == key) where = a.where;
+        }
+        for (const auto& a : e.sweep.tune) {
+          if (a.key == key) where = a.where;
+        }
+        for (const auto& g : e.sweep.zip) {
+          for (const auto& a : g) {
+            if (a.key == key) where = a.where;
+          }
+        }
+        msg += " (set by the sweep key '" + key + "' at " + where.str() + ")";
+      }
+      if (seen.insert(msg).second) problems.push_back("in sweep variant '" + v.name + "': " + msg);
+    }
+  }
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "\n") + p;
+    throw ConfigError(all);
+  }
+}
+
+// Every eval variant read as a config, then the claims and the report section against the
+// sweep's catalog.
+void check_eval_variants_and_claims(Config& cfg, Section& root, Experiment& e,
+                                    const std::string& config_dir, const TaskContext& ctx) {
+  // Every eval variant must read as a config too (a scheme's own keys, value types).
+  std::string problems;
+  for (const EvalVariant& v : e.eval.variants) {
+    try {
+      read_experiment(eval_variant_config(cfg, v), false, config_dir);
+    } catch (const ConfigError& err) {
+      problems += fmt::format("{}in eval variant '{}' ({}): {}", problems.empty() ? "" : "\n",
+                              v.name, v.where.str(), err.what());
+    }
+  }
+  if (!problems.empty()) throw ConfigError(problems);
+  if (e.task && (!e.expect.empty() || root.has("report"))) {
+    const SweepCatalog cat = sweep_catalog(e, ctx);
+    check_claims(e, cat.claims);
+    e.report = read_report_section(root.child("report"), plot_catalog(e, cat));
+    cfg.raise_errors();
+  }
+}
+
+}  // namespace
+
 Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& config_dir) {
   Experiment e;
   e.config = cfg;
@@ -353,43 +484,10 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
     root.error("task",
                "required section is missing, e.g. task: {name: mqar} (tasks: " + names + ")");
   }
-  if (e.task && e.model && !root.child("model").has("vocab_size")) {
-    // Unset model.vocab_size follows the task, so every task works with the default model.
-    e.model->vocab_size = e.task->vocab_size();
-    YAML::Node resolved = cfg.resolved();
-    resolved["model"]["vocab_size"] = e.model->vocab_size;
-  }
-  if (e.task && e.model && e.task->vocab_size() > e.model->vocab_size) {
-    // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
-    Section task_s = root.child("task");
-    Section model_s = root.child("model");
-    const std::string msg = fmt::format(
-        "task '{}' uses token ids up to {} (task.vocab_size {}) but model.vocab_size is {}; set "
-        "model.vocab_size to at least {} or lower task.vocab_size",
-        e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), e.model->vocab_size,
-        e.task->vocab_size());
-    if (model_s.has("vocab_size") || !task_s.has("vocab_size")) {
-      model_s.error("vocab_size", msg);
-    } else {
-      task_s.error("vocab_size", msg);
-    }
-  }
+  check_vocabulary(root, cfg, e);
   e.train = read_train_options(root.child("train"));
   e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);
-  if (e.task && e.eval.stride > 0 && !e.task->per_position_curve()) {
-    root.child("eval").error(
-        "stride", fmt::format("sliding-window evaluation scores language modelling, where every "
-                              "token is a target (task text); task {} scores its own positions",
-                              e.task->name()));
-  }
-  if (e.task && e.eval.scoring == EvalScoring::kGenerated && !e.task->answer_span()) {
-    root.child("eval").error(
-        "scoring",
-        fmt::format("generated scoring decodes one contiguous answer span per example (tasks "
-                    "passkey, niah, copy, selective_copy); task {} scores {}, use teacher_forced",
-                    e.task->name(),
-                    e.task->per_position_curve() ? "every position" : "separate positions"));
-  }
+  check_eval_scoring(root, e);
   e.runtime = read_runtime_options(root.child("runtime"));
   if (cfg.errors().empty()) check_sizes(root, e);
   Section plugins = root.child("plugins");  // read again by make_plugin_host
@@ -399,82 +497,12 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   e.sweep.where = cfg.location("sweep");
   root.accept("expect");
   root.accept("report");  // read once the sweep is known (read_report_section)
-  if (root.has("expect")) {
-    const YAML::Node ex = root.node()["expect"];
-    bool ok = ex.IsSequence();
-    for (size_t i = 0; ok && i < ex.size(); ++i) ok = ex[i].IsScalar();
-    if (ok) {
-      for (const auto& c : ex) e.expect.push_back(c.as<std::string>());
-    } else {
-      root.error("expect",
-                 "expected a list of claims, e.g. [\"GGGA accuracy at 64 >= 0.95\"] (quote a claim "
-                 "that starts with '{')");
-    }
-  }
+  read_expect(root, e);
   root.finish();
   cfg.raise_errors();
 
-  if (validate_sweep && !e.sweep.empty()) {
-    // Read every variant in full: a sweep key that is not a config key, or a value of the wrong
-    // type, is reported like any other config error (with the nearest key).
-    std::vector<std::string> problems;
-    std::set<std::string> seen;
-    for (const Variant& v : expand_sweep(e.sweep)) {
-      try {
-        read_experiment(variant_config(cfg, v, e.sweep), false);
-      } catch (const ConfigError& err) {
-        std::string msg = err.what();
-        // Name the sweep line that set the offending key (the reader locates it at its section).
-        for (const auto& [key, value] : v.assignments) {
-          std::string prefix = key;
-          while (!prefix.empty() && msg.find(" " + prefix + ":") == std::string::npos) {
-            const size_t dot = prefix.rfind('.');
-            prefix = dot == std::string::npos ? "" : prefix.substr(0, dot);
-          }
-          if (prefix.empty() || prefix.find('.') == std::string::npos) continue;
-          Location where = cfg.location("sweep");
-          for (const auto& a : e.sweep.grid) {
-            if (a.key == key) where = a.where;
-          }
-          for (const auto& a : e.sweep.tune) {
-            if (a.key == key) where = a.where;
-          }
-          for (const auto& g : e.sweep.zip) {
-            for (const auto& a : g) {
-              if (a.key == key) where = a.where;
-            }
-          }
-          msg += " (set by the sweep key '" + key + "' at " + where.str() + ")";
-        }
-        if (seen.insert(msg).second)
-          problems.push_back("in sweep variant '" + v.name + "': " + msg);
-      }
-    }
-    if (!problems.empty()) {
-      std::string all;
-      for (const auto& p : problems) all += (all.empty() ? "" : "\n") + p;
-      throw ConfigError(all);
-    }
-  }
-  if (validate_sweep) {
-    // Every eval variant must read as a config too (a scheme's own keys, value types).
-    std::string problems;
-    for (const EvalVariant& v : e.eval.variants) {
-      try {
-        read_experiment(eval_variant_config(cfg, v), false, config_dir);
-      } catch (const ConfigError& err) {
-        problems += fmt::format("{}in eval variant '{}' ({}): {}", problems.empty() ? "" : "\n",
-                                v.name, v.where.str(), err.what());
-      }
-    }
-    if (!problems.empty()) throw ConfigError(problems);
-    if (e.task && (!e.expect.empty() || root.has("report"))) {
-      const SweepCatalog cat = sweep_catalog(e, ctx);
-      check_claims(e, cat.claims);
-      e.report = read_report_section(root.child("report"), plot_catalog(e, cat));
-      cfg.raise_errors();
-    }
-  }
+  if (validate_sweep && !e.sweep.empty()) check_sweep_variants(cfg, e);
+  if (validate_sweep) check_eval_variants_and_claims(cfg, root, e, config_dir, ctx);
   return e;
 }
 
