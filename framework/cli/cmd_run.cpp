@@ -211,10 +211,8 @@ void do_run(const RunArgs& a, bool train_only) {
   }
 }
 
-}  // namespace
-
-void add_run_commands(CLI::App& app) {
-  // ---- run
+// `run`: train and evaluate every variant, then the report.
+void add_run_command(CLI::App& app) {
   auto run_args = std::make_shared<RunArgs>();
   auto* run = app.add_subcommand(
       "run",
@@ -228,8 +226,10 @@ void add_run_commands(CLI::App& app) {
   add_common_run_options(run, *run_args);
   run->add_flag("--no-report", run_args->no_report, "Do not write or print the report at the end");
   run->callback([run_args] { do_run(*run_args, false); });
+}
 
-  // ---- train
+// `train`: the same without the final evaluation.
+void add_train_command(CLI::App& app) {
   auto train_args = std::make_shared<RunArgs>();
   auto* train = app.add_subcommand(
       "train",
@@ -237,8 +237,10 @@ void add_run_commands(CLI::App& app) {
       "`trained`. Finished and trained runs are skipped and never overwritten");
   add_common_run_options(train, *train_args);
   train->callback([train_args] { do_run(*train_args, true); });
+}
 
-  // ---- eval
+// `eval RUN_DIR`: evaluate a trained run, with --lengths and --variant.
+void add_eval_command(CLI::App& app) {
   struct EvalArgs {
     std::string run_dir;
     std::vector<int64_t> lengths;
@@ -278,8 +280,10 @@ void add_run_commands(CLI::App& app) {
     eval_run_folder(eval_args->run_dir, eval_args->lengths, variants);
     fmt::print("wrote {}\n", (fs::path(eval_args->run_dir) / "results.json").string());
   });
+}
 
-  // ---- run-folder (hidden): what `run` starts in each child process.
+// `run-folder` (hidden): what `run` starts in each child process.
+void add_run_folder_command(CLI::App& app) {
   struct FolderArgs {
     std::string dir;
     int lock_fd = -1;
@@ -315,8 +319,10 @@ void add_run_commands(CLI::App& app) {
       exit_with(130);
     }
   });
+}
 
-  // ---- sweep list / expand
+// `sweep list|expand`: the variants of a sweep and their states.
+void add_sweep_command(CLI::App& app) {
   auto* sweep = app.add_subcommand("sweep", "Show the variants of an experiment's sweep");
   sweep->require_subcommand(1);
   struct SweepArgs {
@@ -362,8 +368,10 @@ void add_run_commands(CLI::App& app) {
   };
   add_sweep_sub("list", "List the run names (and their states under --runs-dir)", false);
   add_sweep_sub("expand", "List the runs with the dotted assignments that make each", true);
+}
 
-  // ---- report
+// `report DIR`: the report of a folder of runs.
+void add_report_command(CLI::App& app) {
   auto report_dir = std::make_shared<std::string>();
   auto report_check = std::make_shared<bool>(false);
   auto* report = app.add_subcommand(
@@ -385,6 +393,17 @@ void add_run_commands(CLI::App& app) {
       exit_with(1);
     }
   });
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  add_run_command(app);
+  add_train_command(app);
+  add_eval_command(app);
+  add_run_folder_command(app);
+  add_sweep_command(app);
+  add_report_command(app);
 }
 
 }  // namespace hybridlab::cli
