@@ -162,10 +162,10 @@ std::string run_name_part(const std::string& key, const std::string& value) {
   return folder_name(key) + "-" + folder_name(value);
 }
 
-std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
-  check_axes(sweep);
-  // Axes in expansion order: grid axes, then one pseudo-axis per zip group, then tuned axes,
-  // then seeds.
+namespace {
+
+// A key cannot be both compared (grid/zip) and tuned per variant (tune).
+void check_tune_clash(const SweepOptions& sweep) {
   for (const auto& t : sweep.tune) {
     bool clash = false;
     for (const auto& a : sweep.grid) clash |= a.key == t.key;
@@ -178,11 +178,18 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
                       t.where.str(), t.key));
     }
   }
-  struct Axis {
-    std::vector<std::string> keys;                 // one key (grid) or several (zip)
-    std::vector<std::vector<YAML::Node>> columns;  // per key: its values
-    size_t size() const { return columns.empty() ? 0 : columns[0].size(); }
-  };
+}
+
+// One axis of the expansion: one key (grid, tune, seeds) or several varied together (zip).
+struct Axis {
+  std::vector<std::string> keys;
+  std::vector<std::vector<YAML::Node>> columns;  // per key: its values
+  size_t size() const { return columns.empty() ? 0 : columns[0].size(); }
+};
+
+// The axes in expansion order: grid axes, one per zip group, tuned axes [first_tuned,
+// end_tuned), then seeds. Throws ConfigError for zip lists of unequal lengths.
+std::vector<Axis> sweep_axes(const SweepOptions& sweep, size_t& first_tuned, size_t& end_tuned) {
   std::vector<Axis> axes;
   for (const auto& a : sweep.grid) axes.push_back({{a.key}, {a.values}});
   for (const auto& group : sweep.zip) {
@@ -199,17 +206,20 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
     }
     if (!ax.keys.empty()) axes.push_back(ax);
   }
-  const size_t first_tuned = axes.size();
+  first_tuned = axes.size();
   for (const auto& a : sweep.tune) axes.push_back({{a.key}, {a.values}});
-  const size_t end_tuned = axes.size();
+  end_tuned = axes.size();
   if (!sweep.seeds.empty()) {
     Axis ax{{"train.seed"}, {{}}};
     for (int64_t s : sweep.seeds) ax.columns[0].push_back(YAML::Node(s));
     axes.push_back(ax);
   }
-  if (axes.empty()) return {Variant{"main", {}, {}, {}}};
+  return axes;
+}
 
-  // Short names for the keys that take more than one value.
+// Short names for the keys that take more than one value: the fewest last components that
+// tell them apart.
+std::map<std::string, std::string> short_names(const std::vector<Axis>& axes) {
   std::vector<std::string> varied;
   for (const auto& ax : axes) {
     if (ax.size() > 1) varied.insert(varied.end(), ax.keys.begin(), ax.keys.end());
@@ -226,8 +236,11 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
       }
     }
   }
+  return short_name;
+}
 
-  // Value labels per axis and key; maps whose name/scheme repeats get all their values.
+// Value labels per axis and key; maps whose name/scheme repeats get all their values.
+std::vector<std::vector<std::vector<std::string>>> axis_labels(const std::vector<Axis>& axes) {
   std::vector<std::vector<std::vector<std::string>>> labels(axes.size());
   for (size_t a = 0; a < axes.size(); ++a) {
     for (const auto& column : axes[a].columns) {
@@ -239,49 +252,28 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
       labels[a].push_back(l);
     }
   }
-  // Tuned keys that vary: their label key and the labels of their grid.
-  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;
-  for (size_t a = first_tuned; a < end_tuned; ++a) {
-    if (short_name.count(axes[a].keys[0]))
-      tuned.emplace_back(short_name[axes[a].keys[0]], labels[a][0]);
+  return labels;
+}
+
+// Whether an exclude entry drops `v` (every key of the entry set to its value); marks the
+// entries that drop something in `used`.
+bool excluded(const Variant& v, const SweepOptions& sweep, std::vector<bool>& used) {
+  bool out = false;
+  for (size_t e = 0; e < sweep.exclude.size(); ++e) {
+    bool all = !sweep.exclude[e].empty();
+    for (const auto& [key, value] : sweep.exclude[e]) {
+      bool hit = false;
+      for (const auto& [k, val] : v.assignments) hit |= k == key && same_value(val, value);
+      all &= hit;
+    }
+    used[e] = used[e] || all;
+    out |= all;
   }
-  std::vector<Variant> out;
-  std::vector<size_t> idx(axes.size(), 0);
-  std::vector<bool> exclude_used(sweep.exclude.size(), false);
-  while (true) {
-    Variant v;
-    v.tuned = tuned;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      for (size_t k = 0; k < axes[a].keys.size(); ++k) {
-        const std::string& key = axes[a].keys[k];
-        const YAML::Node& value = axes[a].columns[k][idx[a]];
-        v.assignments.emplace_back(key, value);
-        if (short_name.count(key)) v.labels.emplace_back(short_name[key], labels[a][k][idx[a]]);
-      }
-    }
-    bool excluded = false;
-    for (size_t e = 0; e < sweep.exclude.size(); ++e) {
-      bool all = !sweep.exclude[e].empty();
-      for (const auto& [key, value] : sweep.exclude[e]) {
-        bool hit = false;
-        for (const auto& [k, val] : v.assignments) hit |= k == key && same_value(val, value);
-        all &= hit;
-      }
-      exclude_used[e] = exclude_used[e] || all;
-      excluded |= all;
-    }
-    if (!excluded) {
-      std::string name;
-      for (const auto& [k, val] : v.labels)
-        name += (name.empty() ? "" : "_") + run_name_part(k, val);
-      v.name = name.empty() ? "main" : name;
-      out.push_back(v);
-    }
-    // Odometer: the last axis varies fastest.
-    size_t a = axes.size();
-    while (a > 0 && ++idx[a - 1] == axes[a - 1].size()) idx[--a] = 0;
-    if (a == 0) break;
-  }
+  return out;
+}
+
+// Two variants with one name would share a run folder.
+void check_unique_names(const std::vector<Variant>& out, const SweepOptions& sweep) {
   std::set<std::string> names;
   for (const auto& v : out) {
     if (!names.insert(v.name).second) {
@@ -298,11 +290,15 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
                       v.name));
     }
   }
-  // An entry that drops nothing is a typo in a key or a value: say so rather than run variants the
-  // user meant to leave out.
+}
+
+// An exclude entry that drops nothing is a typo in a key or a value: say so rather than run
+// variants the user meant to leave out; and an exclude that drops everything leaves nothing.
+void check_excludes(const SweepOptions& sweep, const std::vector<bool>& used,
+                    const std::vector<Variant>& out) {
   std::string unused;
   for (size_t e = 0; e < sweep.exclude.size(); ++e) {
-    if (exclude_used[e]) continue;
+    if (used[e]) continue;
     std::string entry;
     for (const auto& [key, value] : sweep.exclude[e]) {
       entry += (entry.empty() ? "" : ", ") + key + ": " + value_label(value);
@@ -320,6 +316,51 @@ std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
         sweep.exclude_where.empty() ? "" : sweep.exclude_where.front().str() + ": ";
     throw ConfigError(where + "sweep.exclude: drops every variant; nothing to run");
   }
+}
+
+}  // namespace
+
+std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
+  check_axes(sweep);
+  check_tune_clash(sweep);
+  size_t first_tuned = 0, end_tuned = 0;
+  const std::vector<Axis> axes = sweep_axes(sweep, first_tuned, end_tuned);
+  if (axes.empty()) return {Variant{"main", {}, {}, {}}};
+  std::map<std::string, std::string> short_name = short_names(axes);
+  const auto labels = axis_labels(axes);
+  // Tuned keys that vary: their label key and the labels of their grid.
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuned;
+  for (size_t a = first_tuned; a < end_tuned; ++a) {
+    if (short_name.count(axes[a].keys[0]))
+      tuned.emplace_back(short_name[axes[a].keys[0]], labels[a][0]);
+  }
+  std::vector<Variant> out;
+  std::vector<size_t> idx(axes.size(), 0);
+  std::vector<bool> exclude_used(sweep.exclude.size(), false);
+  while (true) {
+    Variant v;
+    v.tuned = tuned;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      for (size_t k = 0; k < axes[a].keys.size(); ++k) {
+        const std::string& key = axes[a].keys[k];
+        v.assignments.emplace_back(key, axes[a].columns[k][idx[a]]);
+        if (short_name.count(key)) v.labels.emplace_back(short_name[key], labels[a][k][idx[a]]);
+      }
+    }
+    if (!excluded(v, sweep, exclude_used)) {
+      std::string name;
+      for (const auto& [k, val] : v.labels)
+        name += (name.empty() ? "" : "_") + run_name_part(k, val);
+      v.name = name.empty() ? "main" : name;
+      out.push_back(v);
+    }
+    // Odometer: the last axis varies fastest.
+    size_t a = axes.size();
+    while (a > 0 && ++idx[a - 1] == axes[a - 1].size()) idx[--a] = 0;
+    if (a == 0) break;
+  }
+  check_unique_names(out, sweep);
+  check_excludes(sweep, exclude_used, out);
   return out;
 }
 
