@@ -391,8 +391,6 @@ void read_expect(Section& root, Experiment& e) {
 // Every sweep variant read in full: a sweep key that is not a config key, or a value of the wrong
 // type, is reported like any other config error, naming the variant and the sweep line.
 void check_sweep_variants(const Config& cfg, const Experiment& e) {
-  // Read every variant in full: a sweep key that is not a config key, or a value of the wrong
-  // type, is reported like any other config error (with the nearest key).
   std::vector<std::string> problems;
   std::set<std::string> seen;
   for (const Variant& v : expand_sweep(e.sweep)) {
