@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -220,6 +221,78 @@ int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
   return step_value;
 }
 
+namespace {
+
+// Loads the checkpoint at `ckpt` into `model` and `opt` (and the CPU generator's state) when there
+// is one, and returns its step (0 without one). The writer drops metrics lines logged past it, or
+// starts an empty metrics.jsonl.
+int64_t resume_from_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt,
+                               const std::string& ckpt, const std::string& metrics_path,
+                               bool writer) {
+  int64_t start = 0;
+  if (fs::exists(ckpt)) {
+    read_checkpoint(ckpt, [&](torch::serialize::InputArchive& top) {
+      torch::serialize::InputArchive m, oa;
+      top.read("model", m);
+      model.load(m);
+      top.read("optimizer", oa);
+      opt.load(oa);
+      torch::Tensor step, rng;
+      top.read("step", step);
+      top.read("rng", rng);
+      at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
+      cpu_gen.set_state(rng);
+      start = step.item<int64_t>();
+    });
+    if (writer) truncate_metrics(metrics_path, start);
+  } else if (writer) {
+    write_file_atomic(metrics_path, "");
+  }
+  return start;
+}
+
+// Data parallel: checks that every rank resumes from the same step (each read the checkpoint
+// itself) and returns the reducer of the trainable parameters' gradients.
+std::unique_ptr<GradientReducer> join_ranks(ProcessGroup& group, int64_t start,
+                                            const std::vector<torch::Tensor>& params,
+                                            const std::string& run_dir) {
+  const int64_t world = group.world_size();
+  const torch::Tensor s = torch::tensor(
+      {static_cast<double>(start), static_cast<double>(start) * static_cast<double>(start)},
+      torch::kDouble);
+  group.all_reduce_sum(s);
+  const double mean = s[0].item<double>() / static_cast<double>(world);
+  if (s[1].item<double>() / static_cast<double>(world) != mean * mean) {
+    throw UserError(fmt::format(
+        "rank {} resumes from step {} but the ranks disagree (mean {:.1f}): the run folder "
+        "'{}' must be the same folder for every rank (a shared filesystem across hosts)",
+        group.rank(), start, mean, run_dir));
+  }
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : params) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  return std::make_unique<GradientReducer>(trainable, group);
+}
+
+// The evaluation during training (train.eval_every): every rank scores its share of the
+// examples; the line goes to metrics.jsonl through `log_line` and the progress.
+void evaluate_during_training(LanguageModel& model, Task& task, const Experiment& exp,
+                              ProcessGroup* group, int64_t step,
+                              const std::function<void(const json&)>& log_line,
+                              Progress& progress) {
+  const LengthResult r = evaluate_length(model, task, exp.eval, task.seq_len(),
+                                         exp.eval.examples_during_training, group);
+  json ev = {{"step", step}, {"eval_length", r.length}};
+  for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
+  log_line(ev);
+  progress.note(fmt::format("step {} eval@{} {} {:.4f}", step, r.length, task.primary_metric(),
+                            r.metrics.at(task.primary_metric())));
+  model.train();
+}
+
+}  // namespace
+
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                    const std::string& run_dir, const TrainerHooks& hooks, ProcessGroup* group) {
   const TrainOptions& o = exp.train;
@@ -242,46 +315,11 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   require_plain_file(metrics_path);
   require_plain_file(ckpt);
 
-  int64_t start = 0;
-  if (fs::exists(ckpt)) {
-    read_checkpoint(ckpt, [&](torch::serialize::InputArchive& top) {
-      torch::serialize::InputArchive m, oa;
-      top.read("model", m);
-      model.load(m);
-      top.read("optimizer", oa);
-      opt->load(oa);
-      torch::Tensor step, rng;
-      top.read("step", step);
-      top.read("rng", rng);
-      at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
-      cpu_gen.set_state(rng);
-      start = step.item<int64_t>();
-    });
-    summary.resumed_from = start;
-    if (writer) truncate_metrics(metrics_path, start);
-  } else if (writer) {
-    write_file_atomic(metrics_path, "");
-  }
-  std::unique_ptr<GradientReducer> reducer;
-  if (parallel) {
-    // Every rank must start from the same step: each read the checkpoint itself.
-    const torch::Tensor s = torch::tensor(
-        {static_cast<double>(start), static_cast<double>(start) * static_cast<double>(start)},
-        torch::kDouble);
-    group->all_reduce_sum(s);
-    const double mean = s[0].item<double>() / static_cast<double>(world);
-    if (s[1].item<double>() / static_cast<double>(world) != mean * mean) {
-      throw UserError(fmt::format(
-          "rank {} resumes from step {} but the ranks disagree (mean {:.1f}): the run folder "
-          "'{}' must be the same folder for every rank (a shared filesystem across hosts)",
-          rank, start, mean, run_dir));
-    }
-    std::vector<torch::Tensor> trainable;
-    for (const auto& p : params) {
-      if (p.requires_grad()) trainable.push_back(p);
-    }
-    reducer = std::make_unique<GradientReducer>(trainable, *group);
-  }
+  const bool had_checkpoint = fs::exists(ckpt);
+  const int64_t start = resume_from_checkpoint(model, *opt, ckpt, metrics_path, writer);
+  if (had_checkpoint) summary.resumed_from = start;
+  const std::unique_ptr<GradientReducer> reducer =
+      parallel ? join_ranks(*group, start, params, run_dir) : nullptr;
   int64_t last_ckpt_step = start;
   std::string last_ckpt_text =
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
@@ -298,7 +336,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       if (f) std::fclose(f);
     }
   } closer{metrics};
-  const auto log_line = [metrics](const json& j) {
+  const std::function<void(const json&)> log_line = [metrics](const json& j) {
     if (!metrics) return;
     std::fputs((j.dump() + "\n").c_str(), metrics);
     std::fflush(metrics);
@@ -393,17 +431,8 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     }
     log_line(line);
     progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
-    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
-      // Data parallel: every rank scores its share of the examples; rank 0 logs.
-      const LengthResult r = evaluate_length(model, task, exp.eval, task.seq_len(),
-                                             exp.eval.examples_during_training, group);
-      json ev = {{"step", step + 1}, {"eval_length", r.length}};
-      for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
-      log_line(ev);
-      progress.note(fmt::format("step {} eval@{} {} {:.4f}", step + 1, r.length,
-                                task.primary_metric(), r.metrics.at(task.primary_metric())));
-      model.train();
-    }
+    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps)
+      evaluate_during_training(model, task, exp, group, step + 1, log_line, progress);
     if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) {
       if (writer) save_checkpoint(model, *opt, step + 1, run_dir);
       last_ckpt_step = step + 1;
