@@ -73,17 +73,9 @@ void Attention::convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v,
                          AttentionCache* cache) {
   if (!opts_.use_short_conv) return;
   const bool fused = true;  // the fused CPU taps are tested equal to the reference taps
-  auto cq = short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused, cache != nullptr);
-  auto ck = short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused, cache != nullptr);
-  auto cv = short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused, cache != nullptr);
-  q = cq.y;
-  k = ck.y;
-  v = cv.y;
-  if (cache) {
-    cache->conv_q = cq.cache;
-    cache->conv_k = ck.cache;
-    cache->conv_v = cv.cache;
-  }
+  q = short_conv_with_tail(q, q_conv, cache ? &cache->conv_q : nullptr, fused);
+  k = short_conv_with_tail(k, k_conv, cache ? &cache->conv_k : nullptr, fused);
+  v = short_conv_with_tail(v, v_conv, cache ? &cache->conv_v : nullptr, fused);
 }
 
 int64_t Attention::active_window() const {
@@ -92,11 +84,7 @@ int64_t Attention::active_window() const {
 }
 
 int64_t AttentionCache::nbytes() const {
-  int64_t n = 0;
-  for (const torch::Tensor* t : {&k, &v, &positions, &conv_q, &conv_k, &conv_v}) {
-    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
-  }
-  return n;
+  return bytes_of({&k, &v, &positions, &conv_q, &conv_k, &conv_v});
 }
 
 std::unique_ptr<MixerCache> Attention::make_cache() const {

@@ -55,13 +55,7 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
       "o_norm", std::make_shared<GatedRMSNorm>(v_dim_, opts_.norm_eps, opts_.fused_kernels));
 }
 
-int64_t GatedDeltaNetCache::nbytes() const {
-  int64_t n = 0;
-  for (const torch::Tensor* t : {&conv_q, &conv_k, &conv_v, &state}) {
-    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
-  }
-  return n;
-}
+int64_t GatedDeltaNetCache::nbytes() const { return bytes_of({&conv_q, &conv_k, &conv_v, &state}); }
 
 std::unique_ptr<MixerCache> GatedDeltaNet::make_cache() const {
   return std::make_unique<GatedDeltaNetCache>();
@@ -83,20 +77,9 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor q = proj(q_proj, x), k = proj(k_proj, x), v = proj(v_proj, x);  // [B,T,C]
   const bool fused = opts_.fused_kernels;
   if (opts_.use_short_conv) {
-    auto cq =
-        short_conv(q, q_conv, cache ? cache->conv_q : torch::Tensor(), fused, cache != nullptr);
-    auto ck =
-        short_conv(k, k_conv, cache ? cache->conv_k : torch::Tensor(), fused, cache != nullptr);
-    auto cv =
-        short_conv(v, v_conv, cache ? cache->conv_v : torch::Tensor(), fused, cache != nullptr);
-    q = cq.y;
-    k = ck.y;
-    v = cv.y;
-    if (cache) {
-      cache->conv_q = cq.cache;
-      cache->conv_k = ck.cache;
-      cache->conv_v = cv.cache;
-    }
+    q = short_conv_with_tail(q, q_conv, cache ? &cache->conv_q : nullptr, fused);
+    k = short_conv_with_tail(k, k_conv, cache ? &cache->conv_k : nullptr, fused);
+    v = short_conv_with_tail(v, v_conv, cache ? &cache->conv_v : nullptr, fused);
   } else {
     q = torch::silu(q);
     k = torch::silu(k);

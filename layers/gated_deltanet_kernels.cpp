@@ -380,3 +380,14 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
 }
 
 }  // namespace hybridlab
+
+namespace hybridlab {
+
+torch::Tensor short_conv_with_tail(const torch::Tensor& x, const torch::Tensor& weight,
+                                   torch::Tensor* tail, bool fused) {
+  ShortConvResult r = short_conv(x, weight, tail ? *tail : torch::Tensor(), fused, tail != nullptr);
+  if (tail) *tail = r.cache;
+  return r.y;
+}
+
+}  // namespace hybridlab

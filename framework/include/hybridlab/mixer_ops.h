@@ -119,6 +119,12 @@ ShortConvResult short_conv(const torch::Tensor& x, const torch::Tensor& weight,
 /// per-head output norm of the delta-rule mixers (fla `RMSNorm(head_v_dim)`). Differentiable.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
+/// short_conv for a layer whose decoding tail is a field of its cache: returns SiLU(ShortConv(x))
+/// [B,T,C]; with `tail` non-null ([B,K−1,C] or undefined when empty) the convolution continues
+/// from *tail and the new tail is written back to it; null: a whole sequence (no tail kept).
+torch::Tensor short_conv_with_tail(const torch::Tensor& x, const torch::Tensor& weight,
+                                   torch::Tensor* tail, bool fused);
+
 /// x / sqrt(Σx² over the last dim + eps), eps inside the square root (fla `l2norm`, eps 1e-6), so a
 /// zero vector maps to zero with finite gradients. x [..., D] → [..., D]. With fused true and
 /// fp32/fp64 CPU tensors that need gradients, runs as rms_norm_fused_cpu (the same map: eps / D

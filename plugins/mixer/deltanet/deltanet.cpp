@@ -92,21 +92,10 @@ class DeltaNet : public Mixer {
     const int64_t B = x.size(0), T = x.size(1), H = o_.num_heads;
     torch::Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B,T,C]
     if (o_.use_short_conv) {
-      const bool keep = cache != nullptr, fused = o_.fused_kernels;
-      auto cq =
-          hybridlab::short_conv(q, q_conv, keep ? cache->conv_q : torch::Tensor(), fused, keep);
-      auto ck =
-          hybridlab::short_conv(k, k_conv, keep ? cache->conv_k : torch::Tensor(), fused, keep);
-      auto cv =
-          hybridlab::short_conv(v, v_conv, keep ? cache->conv_v : torch::Tensor(), fused, keep);
-      q = cq.y;
-      k = ck.y;
-      v = cv.y;
-      if (cache) {
-        cache->conv_q = cq.cache;
-        cache->conv_k = ck.cache;
-        cache->conv_v = cv.cache;
-      }
+      const bool fused = o_.fused_kernels;
+      q = hybridlab::short_conv_with_tail(q, q_conv, cache ? &cache->conv_q : nullptr, fused);
+      k = hybridlab::short_conv_with_tail(k, k_conv, cache ? &cache->conv_k : nullptr, fused);
+      v = hybridlab::short_conv_with_tail(v, v_conv, cache ? &cache->conv_v : nullptr, fused);
     } else {
       q = torch::silu(q);
       k = torch::silu(k);

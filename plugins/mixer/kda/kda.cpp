@@ -95,12 +95,8 @@ class Kda : public Mixer {
     TORCH_CHECK(!cache_base || cache, "kda: the cache was not made by this mixer");
     const int64_t B = x.size(0), T = x.size(1), H = o_.num_heads;
     const bool fused = o_.fused_kernels;
-    // SiLU(ShortConv(p(x))), continuing from (and updating) `tail` when decoding (non-null).
     auto conv = [&](torch::nn::Linear& p, const torch::Tensor& w, torch::Tensor* tail) {
-      auto r =
-          hybridlab::short_conv(p(x), w, tail ? *tail : torch::Tensor(), fused, tail != nullptr);
-      if (tail) *tail = r.cache;
-      return r.y;
+      return hybridlab::short_conv_with_tail(p(x), w, tail, fused);
     };
     const torch::Tensor q = hybridlab::l2_normalize(
         conv(q_proj, q_conv, cache ? &cache->conv_q : nullptr).view({B, T, H, dk_}), 1e-6, fused);
