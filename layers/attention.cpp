@@ -84,7 +84,7 @@ int64_t Attention::active_window() const {
 }
 
 int64_t AttentionCache::nbytes() const {
-  return bytes_of({&k, &v, &positions, &conv_q, &conv_k, &conv_v});
+  return bytes_of({&k, &v, &positions, &conv_q, &conv_k, &conv_v, &bias_key, &bias_state});
 }
 
 std::unique_ptr<MixerCache> Attention::make_cache() const {
@@ -123,12 +123,30 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     k = k_norm->forward(k);
   }
 
+  // A data-dependent bias from this layer's input: two terms [B,H,T] per call (position.h).
+  SeparableBias separable;
+  torch::Tensor bias_state;
+  const bool data_bias = (active_hooks() & kHookDataBias) != 0;
+  if (data_bias) {
+    DataBias d = checked_data_bias(*scheme_, x, positions,
+                                   cache ? cache->bias_state : torch::Tensor(), n_heads_);
+    separable.query = std::move(d.query);
+    separable.key = std::move(d.key);
+    bias_state = std::move(d.state);
+  }
+
   torch::Tensor k_pos = positions;
   if (cache) {
     if (cache->k.defined()) {
       k = torch::cat({cache->k, k}, 2);
       v = torch::cat({cache->v, v}, 2);
       k_pos = torch::cat({cache->positions, positions}, 0);
+      if (data_bias) {
+        TORCH_CHECK(cache->bias_key.defined(), "Attention: the decoding cache has keys without '",
+                    scheme_->name(), "' key terms (the ablation changed during decoding)");
+        separable.key =
+            torch::cat({cache->bias_key.to(separable.key.scalar_type()), separable.key}, 2);
+      }
     }
     // Keep unrotated keys; with a window only the keys a later query can still see.
     const int64_t window = active_window();
@@ -136,18 +154,24 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     cache->k = k.narrow(2, k.size(2) - keep, keep);
     cache->v = v.narrow(2, v.size(2) - keep, keep);
     cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
+    if (data_bias) {
+      // Each key's term as it was computed when the key was new: the per-key state.
+      cache->bias_key = separable.key.narrow(2, separable.key.size(2) - keep, keep);
+      cache->bias_state = bias_state;
+    }
   }
   if (active_hooks() & kHookRotate)
     std::tie(q, k) = checked_rotate(*scheme_, q, k, positions, k_pos);
 
-  torch::Tensor o = attend(q, k, v, positions, k_pos, opts_.block_size);  // [B,H,T,Dh]
-  o = o.transpose(1, 2);                                                  // [B,T,H,Dh]
+  torch::Tensor o =
+      attend(q, k, v, positions, k_pos, opts_.block_size, true, separable);  // [B,H,T,Dh]
+  o = o.transpose(1, 2);                                                     // [B,T,H,Dh]
   if (opts_.output_gate) o = o * torch::sigmoid(gate);
   return o_proj(o.reshape({B, T, n_heads_ * head_dim_}));
 }
 
-bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k,
-                          const torch::Tensor& v) const {
+bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const SeparableBias& separable) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
   const auto dtype = q.scalar_type();
   if ((dtype != torch::kFloat && dtype != torch::kDouble) || k.scalar_type() != dtype ||
@@ -162,6 +186,8 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k,
     return false;
   }
   if (q.requires_grad() || k.requires_grad() || v.requires_grad()) return true;
+  if (separable.defined() && (separable.query.requires_grad() || separable.key.requires_grad()))
+    return true;
   if (active_hooks() & (kHookLogitBias | kHookRelative)) {
     for (const torch::Tensor& p : scheme_->parameters()) {
       if (p.requires_grad()) return true;
@@ -172,17 +198,24 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k,
 
 torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_in,
                                 const torch::Tensor& v_in, const torch::Tensor& q_pos,
-                                const torch::Tensor& k_pos, int64_t block_size, bool allow_fused) {
+                                const torch::Tensor& k_pos, int64_t block_size, bool allow_fused,
+                                const SeparableBias& separable) {
   const int64_t Tq = q.size(2), Tk = k_in.size(2);
   TORCH_CHECK(Tk >= Tq, "Attention::attend: fewer keys (", Tk, ") than queries (", Tq, ")");
   TORCH_CHECK(block_size > 0, "Attention::attend: block_size must be > 0");
-  if (use_tiled(q, k_in, v_in)) {
+  if (separable.defined()) {
+    TORCH_CHECK(
+        separable.query.dim() == 3 && separable.query.size(2) == Tq && separable.key.defined() &&
+            separable.key.dim() == 3 && separable.key.size(2) == Tk,
+        "Attention::attend: separable bias terms must be [B,H,", Tq, "] and [B,H,", Tk, "]");
+  }
+  if (use_tiled(q, k_in, v_in, separable)) {
     TiledAttentionOptions t;
     t.causal = opts_.causal;
     t.window = active_window();
     t.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     t.hooks = active_hooks();
-    return tiled_attention(q, k_in, v_in, q_pos, k_pos, scheme_, t);
+    return tiled_attention(q, k_in, v_in, q_pos, k_pos, scheme_, t, separable);
   }
   const int64_t groups = n_heads_ / n_kv_heads_;
   // Query head h reads kv head h / groups (repeat_interleave, not tile).
@@ -193,7 +226,8 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const bool causal = opts_.causal;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const uint32_t hooks = active_hooks();
-  const bool need_scores = (hooks & (kHookLogitBias | kHookRelative)) != 0 || probe_;
+  const bool need_scores =
+      (hooks & (kHookLogitBias | kHookRelative)) != 0 || separable.defined() || probe_;
   const bool low_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
 
   // Without autograd (evaluation, prefill), query blocks small enough that one block's scores
@@ -251,6 +285,11 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
                                            scores.scalar_type(), q.device())
                             .to(scores.scalar_type())
                             .unsqueeze(0);
+    }
+    if (separable.defined()) {  // query_i + key_j, added as the tiled path does (one tile sum)
+      scores = scores + (separable.query.narrow(2, q0, q1 - q0).unsqueeze(-1) +
+                         separable.key.narrow(2, k_begin, k_end - k_begin).unsqueeze(-2))
+                            .to(scores.scalar_type());
     }
     if (visible.defined()) {
       scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());

@@ -21,6 +21,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/position.h"
+#include "layers/attention_tiled.h"
 #include "layers/norm.h"
 
 namespace hybridlab {
@@ -69,6 +70,9 @@ struct AttentionCache : MixerCache {
   /// With the short convolution: the last conv_size−1 projections [B,conv_size−1,C] of q, k, v
   /// (before the convolution), undefined when empty.
   torch::Tensor conv_q, conv_k, conv_v;
+  /// With a data_bias scheme (FoX): each cached key's term [B,H,Tc] (windowed as k), and the
+  /// scheme's own state after the last token (DataBias::state).
+  torch::Tensor bias_key, bias_state;
   int64_t nbytes() const override;
 };
 
@@ -88,19 +92,22 @@ class Attention : public Mixer {
   MixerInfo info(int64_t length) const override;
 
   /// The attention core. q [B,H,Tq,Dh], k and v [B,Hkv,Tk,Dh] (already rotated), q_pos [Tq],
-  /// k_pos [Tk]; queries are the last Tq keys (key index Tk-Tq+i is query i). Returns [B,H,Tq,Dh].
+  /// k_pos [Tk]; queries are the last Tq keys (key index Tk-Tq+i is query i); `separable`: a
+  /// data-dependent bias query [B,H,Tq] + key [B,H,Tk] (the data_bias hook's terms, cached keys'
+  /// first) or none. Returns [B,H,Tq,Dh].
   /// Dense path: by query blocks of `block_size` (the reference matmul-mask-softmax path when
-  /// `allow_fused` is false or a bias/relative hook is active; at::scaled_dot_product_attention
+  /// `allow_fused` is false or a bias/relative hook or separable bias is active;
+  /// at::scaled_dot_product_attention
   /// per block otherwise, LibTorch >= 2 only); autograd keeps every block's softmax weights, O(T²)
   /// memory in training. Tiled path (tiled_attention, O(T·Dh) memory in training): taken with
   /// AttendPath::kAuto when no probe is set, q, k, v are fp32/fp64 CPU tensors, grad mode is on,
-  /// q, k, v or a parameter of the bias/relative hooks requires grad, and Tq >=
+  /// q, k, v, a separable term or a parameter of the bias/relative hooks requires grad, and Tq >=
   /// kTiledMinQueries (kTiledMinQueriesRelative with a relative hook); always with
   /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Throws c10::Error when
-  /// Tk < Tq or block_size <= 0.
+  /// Tk < Tq, block_size <= 0 or separable terms of the wrong length.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
-                       bool allow_fused = true);
+                       bool allow_fused = true, const SeparableBias& separable = {});
 
   const PositionScheme* position_scheme() const override { return scheme_.get(); }
   /// Applies `a` to every later forward (AttentionAblation{} restores the trained layer).
@@ -140,7 +147,8 @@ class Attention : public Mixer {
   AttentionProbe probe_;
   AttendPath attend_path_ = AttendPath::kAuto;
   /// Whether attend() takes the tiled path for these inputs (see attend()).
-  bool use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  bool use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                 const SeparableBias& separable) const;
   /// The positional hooks and the window in effect (the trained ones unless ablated).
   uint32_t active_hooks() const { return ablation_.no_position ? 0u : hooks_; }
   int64_t active_window() const;

@@ -42,6 +42,7 @@ struct Geometry {
   int64_t window = 0, tile_q = 1, tile_k = 1;
   double scale = 1;
   uint32_t hooks = 0;
+  bool separable = false;  // a separable (data-dependent) bias rides along as two vectors
 };
 
 enum class TileKind { kEmpty, kFull, kPartial };
@@ -90,6 +91,24 @@ torch::Tensor bias_grad_from_rows(const torch::Tensor& ds, const Geometry& g, in
   return ds.reshape({g.B, g.Hkv, bq, g.G, bk}).sum(0).permute({0, 2, 1, 3}).reshape({g.H, bq, bk});
 }
 
+// Separable bias, query term [B,H,T] → [B·Hkv, T·G] in tile row order.
+torch::Tensor query_term_rows(const torch::Tensor& u, const Geometry& g) {
+  const int64_t T = u.size(2);
+  return u.reshape({g.B, g.Hkv, g.G, T}).permute({0, 1, 3, 2}).reshape({g.B * g.Hkv, T * g.G});
+}
+
+// Separable bias, key term [B,H,T] → [B·Hkv, G, T] (head in group, key).
+torch::Tensor key_term_rows(const torch::Tensor& w, const Geometry& g) {
+  return w.reshape({g.B * g.Hkv, g.G, w.size(2)});
+}
+
+// The separable bias of one tile [B·Hkv, bq·G, bk]: uq [B·Hkv, bq·G] (the tile's rows of the
+// query term) plus wk [B·Hkv, G, bk] (its keys' term for each head of the group).
+torch::Tensor separable_tile(const torch::Tensor& uq, const torch::Tensor& wk, int64_t bq) {
+  const int64_t BK = wk.size(0), G = wk.size(1), bk = wk.size(2);
+  return (uq.view({BK, bq, G, 1}) + wk.unsqueeze(1)).view({BK, bq * G, bk});
+}
+
 // [bq·G, bk] bool, true where the pair is hidden: attend's rule on the tile's positions.
 torch::Tensor hidden_mask(const Geometry& g, const torch::Tensor& qp, const torch::Tensor& kp) {
   const torch::Tensor visible = visible_pairs(qp, kp, g.causal, g.window);
@@ -106,11 +125,18 @@ torch::Tensor tile_bias(const Geometry& g, PositionScheme& scheme, const torch::
                             like.device());
 }
 
-// Logits of one tile: (Q Kᵀ + relative_logits)·scale + bias, hidden pairs −∞. Qi [B·Hkv, bq·G,
-// Dh], Kj [B·Hkv, bk, Dh]; bias [H,bq,bk] or undefined. Differentiable when grad mode is on.
+// The separable terms of one tile (undefined without them).
+struct TileTerms {
+  torch::Tensor uq;  // [B·Hkv, bq·G]
+  torch::Tensor wk;  // [B·Hkv, G, bk]
+};
+
+// Logits of one tile: (Q Kᵀ + relative_logits)·scale + bias + separable, hidden pairs −∞. Qi
+// [B·Hkv, bq·G, Dh], Kj [B·Hkv, bk, Dh]; bias [H,bq,bk] or undefined. Differentiable when grad
+// mode is on.
 torch::Tensor tile_logits(const Geometry& g, PositionScheme* scheme, const torch::Tensor& Qi,
                           const torch::Tensor& Kj, const torch::Tensor& qp, const torch::Tensor& kp,
-                          TileKind kind, const torch::Tensor& bias) {
+                          TileKind kind, const torch::Tensor& bias, const TileTerms& terms) {
   const int64_t bq = qp.size(0), bk = kp.size(0);
   // [B·Hkv, bq·G, bk]; on the CPU the batch entries spread over the threads (matmul_cpu).
   torch::Tensor s = matmul_cpu_applies(Qi, Kj, true) ? matmul_cpu(Qi, Kj, /*trans_b=*/true)
@@ -124,6 +150,7 @@ torch::Tensor tile_logits(const Geometry& g, PositionScheme* scheme, const torch
   if (bias.defined()) {
     s.view({g.B, g.Hkv, bq * g.G, bk}).add_(bias_to_rows(bias.to(s.scalar_type()), g));
   }
+  if (terms.uq.defined()) s.add_(separable_tile(terms.uq, terms.wk, bq).to(s.scalar_type()));
   if (kind == TileKind::kPartial) {
     s.masked_fill_(hidden_mask(g, qp, kp), -std::numeric_limits<double>::infinity());
   }
@@ -136,8 +163,16 @@ struct ForwardResult {
 };
 
 // Algorithm 1: query tiles outer, key tiles inner, running max m, sum l and unnormalised output.
+// The separable terms of the tile (query tile i0.., key tile j0..), or none.
+TileTerms terms_of(const Geometry& g, const torch::Tensor& ur, const torch::Tensor& wr, int64_t i0,
+                   int64_t bq, int64_t j0, int64_t bk) {
+  if (!g.separable) return {};
+  return {ur.narrow(1, i0 * g.G, bq * g.G), wr.narrow(2, j0, bk)};
+}
+
 ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const torch::Tensor& qr,
                             const torch::Tensor& kr, const torch::Tensor& vr,
+                            const torch::Tensor& ur, const torch::Tensor& wr,
                             const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
   const auto opts = qr.options();
   const int64_t BK = g.B * g.Hkv;
@@ -163,7 +198,8 @@ ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const tor
       const torch::Tensor kp = k_pos.narrow(0, j0, bk);
       const torch::Tensor bias =
           (g.hooks & kHookLogitBias) ? tile_bias(g, *scheme, qp, kp, Qi) : torch::Tensor();
-      torch::Tensor p = tile_logits(g, scheme, Qi, kr.narrow(1, j0, bk), qp, kp, kind, bias);
+      torch::Tensor p = tile_logits(g, scheme, Qi, kr.narrow(1, j0, bk), qp, kp, kind, bias,
+                                    terms_of(g, ur, wr, i0, bq, j0, bk));
       const torch::Tensor m_new = torch::max(m, p.amax(-1));
       const torch::Tensor alpha = (m - m_new).exp_();  // rescales what earlier tiles summed
       p.sub_(m_new.unsqueeze(-1)).exp_();              // P̃ = e^{S − m_new}, 0 where hidden
@@ -187,11 +223,12 @@ ForwardResult tiled_forward(const Geometry& g, PositionScheme* scheme, const tor
 }
 
 struct Saved {
-  torch::Tensor qr, kr, vr, o_rows, lse, q_pos, k_pos;
+  torch::Tensor qr, kr, vr, ur, wr, o_rows, lse, q_pos, k_pos;
 };
 
 struct BackwardResult {
   torch::Tensor dq, dk, dv;            // rows layouts of qr, kr, vr
+  torch::Tensor du, dw;                // of ur and wr (the separable terms), when present
   std::vector<torch::Tensor> dparams;  // one per entry of `params` (undefined if unused)
 };
 
@@ -229,11 +266,16 @@ void fast_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
         bias = tile_bias(g, *scheme, qp, kp, Qi);
       }
       torch::Tensor p =
-          tile_logits(g, scheme, Qi, Kj, qp, kp, kind, bias.defined() ? bias.detach() : bias);
+          tile_logits(g, scheme, Qi, Kj, qp, kp, kind, bias.defined() ? bias.detach() : bias,
+                      terms_of(g, s.ur, s.wr, i0, bq, j0, bk));
       p.sub_(s.lse.narrow(1, i0 * g.G, rows).unsqueeze(-1)).exp_();  // P = e^{S − L}
       bmm_add_(dVj, p.transpose(1, 2), dOi);
       torch::Tensor ds = bmm_cpu(dOi, Vj.transpose(1, 2));         // dP
       ds.sub_(D.narrow(1, i0 * g.G, rows).unsqueeze(-1)).mul_(p);  // dS = P∘(dP − D)
+      if (g.separable) {  // the bias enters S as is: its gradient is dS, summed per row / column
+        r.du.narrow(1, i0 * g.G, rows).add_(ds.sum(-1));
+        r.dw.narrow(2, j0, bk).add_(ds.view({ds.size(0), bq, g.G, bk}).sum(1));
+      }
       if (bias_grads && bias.requires_grad()) {
         biases.push_back(bias);
         dbiases.push_back(bias_grad_from_rows(ds, g, bq).to(bias.scalar_type()));
@@ -268,12 +310,21 @@ void generic_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
       variable_list inputs = {s.qr.narrow(1, i0 * g.G, rows).detach().requires_grad_(),
                               s.kr.narrow(1, j0, bk).detach().requires_grad_(),
                               s.vr.narrow(1, j0, bk).detach().requires_grad_()};
+      TileTerms terms = terms_of(g, s.ur, s.wr, i0, bq, j0, bk);
+      if (g.separable) {
+        terms.uq = terms.uq.detach().requires_grad_();
+        terms.wk = terms.wk.detach().requires_grad_();
+        inputs.push_back(terms.uq);
+        inputs.push_back(terms.wk);
+      }
+      const size_t n_tensors = inputs.size();
       inputs.insert(inputs.end(), params.begin(), params.end());
       const torch::Tensor bias =
           (g.hooks & kHookLogitBias) ? tile_bias(g, *scheme, qp, kp, inputs[0]) : torch::Tensor();
-      const torch::Tensor p = (tile_logits(g, scheme, inputs[0], inputs[1], qp, kp, kind, bias) -
-                               s.lse.narrow(1, i0 * g.G, rows).unsqueeze(-1))
-                                  .exp();
+      const torch::Tensor p =
+          (tile_logits(g, scheme, inputs[0], inputs[1], qp, kp, kind, bias, terms) -
+           s.lse.narrow(1, i0 * g.G, rows).unsqueeze(-1))
+              .exp();
       torch::Tensor out = at::bmm(p, inputs[2]);
       if (g.hooks & kHookRelative) {
         const torch::Tensor rv =
@@ -286,7 +337,11 @@ void generic_backward(const Geometry& g, PositionScheme* scheme, const Saved& s,
       r.dq.narrow(1, i0 * g.G, rows).add_(d[0]);
       r.dk.narrow(1, j0, bk).add_(d[1]);
       r.dv.narrow(1, j0, bk).add_(d[2]);
-      add_into(r.dparams, d, 3);
+      if (g.separable) {
+        if (d[3].defined()) r.du.narrow(1, i0 * g.G, rows).add_(d[3]);
+        if (d[4].defined()) r.dw.narrow(2, j0, bk).add_(d[4]);
+      }
+      add_into(r.dparams, d, n_tensors);
     }
   }
 }
@@ -297,18 +352,21 @@ struct SchemeHolder : torch::CustomClassHolder {
   std::shared_ptr<PositionScheme> scheme;
 };
 
-// Inputs: q, k, v, the scheme's parameters (so their gradients flow), the positions; the scheme
-// and geometry ride along as non-tensor arguments. Saves the row layouts of q, k, v, the output
-// and L: O(T·Dh) per head. Not twice differentiable.
+// Inputs: q, k, v, the separable terms in row layout (empty tensors without them), the scheme's
+// parameters (so their gradients flow), the positions; the scheme and geometry ride along as
+// non-tensor arguments. Saves the row layouts of q, k, v, the separable terms, the output and L:
+// O(T·Dh) per head. Not twice differentiable.
 class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, at::TensorList params,
+                               const torch::Tensor& v, const torch::Tensor& ur,
+                               const torch::Tensor& wr, at::TensorList params,
                                const torch::Tensor& q_pos, const torch::Tensor& k_pos,
                                c10::intrusive_ptr<SchemeHolder> holder, Geometry g) {
     const torch::Tensor qr = to_rows(q, g), kr = kv_rows(k, g), vr = kv_rows(v, g);
-    const ForwardResult f = tiled_forward(g, holder->scheme.get(), qr, kr, vr, q_pos, k_pos);
-    ctx->save_for_backward({qr, kr, vr, f.o_rows, f.lse, q_pos, k_pos});
+    const ForwardResult f =
+        tiled_forward(g, holder->scheme.get(), qr, kr, vr, ur, wr, q_pos, k_pos);
+    ctx->save_for_backward({qr, kr, vr, ur, wr, f.o_rows, f.lse, q_pos, k_pos});
     ctx->saved_data["scheme"] = at::IValue::make_capsule(holder);
     ctx->saved_data["n_params"] = static_cast<int64_t>(params.size());
     ctx->saved_data["B"] = g.B;
@@ -321,6 +379,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     ctx->saved_data["tile_k"] = g.tile_k;
     ctx->saved_data["scale"] = g.scale;
     ctx->saved_data["hooks"] = static_cast<int64_t>(g.hooks);
+    ctx->saved_data["separable"] = g.separable;
     return {from_rows(f.o_rows, g, g.Tq)};
   }
 
@@ -329,7 +388,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
                 "tiled_attention: the backward is not differentiable (create_graph); use the "
                 "dense attention path for higher derivatives");
     const auto sv = ctx->get_saved_variables();
-    const Saved s{sv[0], sv[1], sv[2], sv[3], sv[4], sv[5], sv[6]};
+    const Saved s{sv[0], sv[1], sv[2], sv[3], sv[4], sv[5], sv[6], sv[7], sv[8]};
     Geometry g;
     g.B = ctx->saved_data["B"].toInt();
     g.H = ctx->saved_data["H"].toInt();
@@ -345,6 +404,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     g.tile_k = ctx->saved_data["tile_k"].toInt();
     g.scale = ctx->saved_data["scale"].toDouble();
     g.hooks = static_cast<uint32_t>(ctx->saved_data["hooks"].toInt());
+    g.separable = ctx->saved_data["separable"].toBool();
     auto* holder = dynamic_cast<SchemeHolder*>(ctx->saved_data["scheme"].toCapsule().get());
     PositionScheme* scheme = holder ? holder->scheme.get() : nullptr;
     const auto n_params = static_cast<size_t>(ctx->saved_data["n_params"].toInt());
@@ -358,7 +418,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
       TORCH_CHECK(all_params.size() == n_params,
                   "tiled_attention: the scheme's parameters changed between forward and backward");
       for (size_t i = 0; i < n_params; ++i) {
-        if (ctx->needs_input_grad(3 + i) && all_params[i].requires_grad()) {
+        if (ctx->needs_input_grad(5 + i) && all_params[i].requires_grad()) {
           params.push_back(all_params[i]);
           where.push_back(i);
         }
@@ -369,6 +429,10 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     r.dq = torch::zeros_like(s.qr);
     r.dk = torch::zeros_like(s.kr);
     r.dv = torch::zeros_like(s.vr);
+    if (g.separable) {
+      r.du = torch::zeros_like(s.ur);
+      r.dw = torch::zeros_like(s.wr);
+    }
     r.dparams.resize(params.size());
     if (grads[0].defined()) {
       const torch::Tensor dor = to_rows(grads[0].to(s.qr.scalar_type()), g);
@@ -380,15 +444,17 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
       }
     }
 
-    // One entry per argument of forward: q, k, v, each parameter, q_pos, k_pos, and the scheme
-    // holder and geometry (not tensors: undefined).
-    variable_list out(3 + n_params + 4);
+    // One entry per argument of forward: q, k, v, the separable terms, each parameter, q_pos,
+    // k_pos, and the scheme holder and geometry (not tensors: undefined).
+    variable_list out(5 + n_params + 4);
     if (ctx->needs_input_grad(0)) out[0] = from_rows(r.dq, g, g.Tq);
     if (ctx->needs_input_grad(1)) out[1] = r.dk.view({g.B, g.Hkv, g.Tk, g.Dh});
     if (ctx->needs_input_grad(2)) out[2] = r.dv.view({g.B, g.Hkv, g.Tk, g.Dh});
+    if (g.separable && ctx->needs_input_grad(3)) out[3] = r.du;
+    if (g.separable && ctx->needs_input_grad(4)) out[4] = r.dw;
     for (size_t i = 0; i < where.size(); ++i) {
       const torch::Tensor& d = r.dparams[i];
-      out[3 + where[i]] = d.defined() ? d : torch::zeros_like(params[i]);
+      out[5 + where[i]] = d.defined() ? d : torch::zeros_like(params[i]);
     }
     return out;
   }
@@ -412,7 +478,7 @@ torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& q_pos,
                               const torch::Tensor& k_pos,
                               const std::shared_ptr<PositionScheme>& scheme,
-                              const TiledAttentionOptions& opts) {
+                              const TiledAttentionOptions& opts, const SeparableBias& separable) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "tiled_attention: q, k, v must be [B,H,T,Dh], got ", q.sizes(), ", ", k.sizes(), ", ",
               v.sizes());
@@ -453,8 +519,20 @@ torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k,
               "tiled_attention: a logit-bias or relative hook needs its scheme");
   std::vector<torch::Tensor> params;
   if (g.hooks) params = scheme->parameters();
-  return TiledAttentionFunction::apply(q, k, v, at::TensorList(params), q_pos.to(torch::kLong),
-                                       k_pos.to(torch::kLong),
+  g.separable = separable.defined();
+  torch::Tensor ur = torch::empty({0}, q.options()), wr = ur;
+  if (g.separable) {
+    TORCH_CHECK(separable.key.defined() &&
+                    separable.query.sizes() == at::IntArrayRef({g.B, g.H, g.Tq}) &&
+                    separable.key.sizes() == at::IntArrayRef({g.B, g.H, g.Tk}),
+                "tiled_attention: separable bias terms must be [B,H,Tq] = [", g.B, ",", g.H, ",",
+                g.Tq, "] and [B,H,Tk], got ", separable.query.sizes(), " and ",
+                separable.key.defined() ? separable.key.sizes() : at::IntArrayRef{});
+    ur = query_term_rows(separable.query.to(dtype), g).contiguous();
+    wr = key_term_rows(separable.key.to(dtype), g).contiguous();
+  }
+  return TiledAttentionFunction::apply(q, k, v, ur, wr, at::TensorList(params),
+                                       q_pos.to(torch::kLong), k_pos.to(torch::kLong),
                                        c10::make_intrusive<SchemeHolder>(scheme), g)[0];
 }
 

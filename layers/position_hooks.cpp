@@ -82,4 +82,19 @@ torch::Tensor checked_relative_values(PositionScheme& s, const torch::Tensor& pr
   return out;
 }
 
+DataBias checked_data_bias(PositionScheme& s, const torch::Tensor& x, const torch::Tensor& pos,
+                           const torch::Tensor& state, int64_t heads) {
+  DataBias out = s.data_bias(x, pos, state);
+  const std::vector<int64_t> want = {x.size(0), heads, x.size(1)};
+  check(s, "data_bias (query)", out.query, want, x.scalar_type(), torch::kFloat, x.device(),
+        "B,H,T");
+  check(s, "data_bias (key)", out.key, want, x.scalar_type(), torch::kFloat, x.device(), "B,H,T");
+  if (out.state.defined() && out.state.device() != x.device()) {
+    throw PluginError(fmt::format(
+        "positional scheme '{}': its data_bias hook returned a state on {}, expected {}", s.name(),
+        out.state.device().str(), x.device().str()));
+  }
+  return out;
+}
+
 }  // namespace hybridlab

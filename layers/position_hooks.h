@@ -39,4 +39,10 @@ torch::Tensor checked_relative_values(PositionScheme& s, const torch::Tensor& pr
                                       const torch::Tensor& q_pos, const torch::Tensor& k_pos,
                                       int64_t head_dim, c10::ScalarType alt);
 
+/// data_bias (API v2): x [B,T,D], pos [T], state (undefined or the previous call's) -> query
+/// and key terms, each [B,heads,T] of x's dtype or float32 on x's device; a state, if any, on
+/// x's device.
+DataBias checked_data_bias(PositionScheme& s, const torch::Tensor& x, const torch::Tensor& pos,
+                           const torch::Tensor& state, int64_t heads);
+
 }  // namespace hybridlab

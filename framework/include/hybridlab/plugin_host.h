@@ -29,6 +29,7 @@ struct PluginRecord {
   uint32_t hooks = 0;  ///< filled by probing: the hooks of a scheme built with default settings
   PluginKind kind = kPluginKindPosition;  ///< a positional scheme or a mixer
   char letter = 0;                        ///< a mixer's pattern letter (0 for schemes)
+  int api_version = 0;  ///< the plugin API it was built against (its record's api_version)
 };
 
 /// "position" or "mixer".

@@ -2,7 +2,9 @@
 // The positional-scheme plugin interface: the SDK a scheme author writes against.
 //
 // Position can live in three places (the input, the geometry of q·k, the value of the score) plus
-// Shaw's learned relative embeddings; these are the four hooks below. A scheme implements the ones
+// Shaw's learned relative embeddings; these are the first four hooks below. API v2 adds a fifth,
+// data_bias: a logit bias computed from the attention layer's input (the Forgetting Transformer's
+// cumulative forget gate), with per-key state in the decoding cache. A scheme implements the ones
 // it needs and says so in hooks(); the attention layer calls them and never special-cases a scheme
 // by name. Every hook takes explicit integer position tensors, so it works on a tile of a long
 // sequence (query blocks), with an offset (shift tests) and on one decoding step with a cache.
@@ -28,9 +30,17 @@
 
 namespace hybridlab {
 
-/// Version of this interface. The host refuses a plugin built against another version before it
-/// calls anything in it. Bump on any change to PositionScheme, PositionContext or PluginInfo.
-constexpr int kPluginApiVersion = 1;
+/// Version of this interface. The host refuses a plugin built against a version outside
+/// [kPluginApiOldest, kPluginApiVersion] before it calls anything in it. Bump on any change to
+/// PositionScheme, PositionContext or PluginInfo.
+///  - 1: the embed, rotate, logit_bias and relative hooks.
+///  - 2: the data_bias hook (kHookDataBias, DataBias, PositionScheme::data_bias, appended after
+///    every v1 virtual so a v1 scheme's vtable is a prefix of a v2 one).
+constexpr int kPluginApiVersion = 2;
+
+/// The oldest plugin API this host loads. A v1 plugin runs unchanged: the host calls only the
+/// hooks its hooks() names, and refuses a v1 plugin that names a hook v1 did not have.
+constexpr int kPluginApiOldest = 1;
 
 /// The hooks a scheme can implement (bit flags for PositionScheme::hooks()).
 enum PositionHook : uint32_t {
@@ -39,10 +49,29 @@ enum PositionHook : uint32_t {
   kHookRotate = 1u << 1,     ///< rotates q and k inside attention (RoPE family)
   kHookLogitBias = 1u << 2,  ///< adds a [H,Tq,Tk] bias to the logits before softmax (ALiBi, T5)
   kHookRelative = 1u << 3,   ///< Shaw-style relative key (and value) embeddings
+  kHookDataBias = 1u << 4,   ///< (API v2) a logit bias from the layer input x (FoX's forget gate)
 };
 
 /// "embed,rotate,..." for a hook mask ("none" for 0).
 std::string hook_names(uint32_t hooks);
+
+/// The hooks a plugin built against plugin API `api_version` may declare (0 for a version this
+/// host does not load).
+uint32_t known_hooks(int api_version);
+
+/// What the data_bias hook returns: a logit bias separable per head as
+///   bias[b,h,i,j] = query[b,h,i] + key[b,h,j],
+/// added to the scaled logits of query i and key j (after the mask is known, before the softmax).
+/// That is the form of the Forgetting Transformer's D_ij = c_i − c_j (Lin et al., ICLR 2025,
+/// eq. 4 and §3.1): the attention kernels then read two vectors per head and never a [T,T] bias,
+/// and the decoding cache keeps one number per key and head.
+struct DataBias {
+  torch::Tensor query;  ///< [B,H,T]: the term of each query (position i of this call)
+  torch::Tensor key;    ///< [B,H,T]: the term of each key (position j of this call)
+  /// The scheme's decoding state after this call's tokens (FoX: the running c_T per head,
+  /// [B,H]), handed back to the next call on the same sequence; undefined when it keeps none.
+  torch::Tensor state;
+};
 
 /// What a scheme is told when it is built. Lengths are in tokens.
 struct PositionContext {
@@ -130,6 +159,20 @@ class PositionScheme : public torch::nn::Module {
   /// Tables for `hybridlab inspect position` at sequence length `length` (PE matrix, bias per
   /// head, inverse frequencies, bucket indices, ...: whichever the scheme has).
   virtual std::vector<PositionTable> inspect(int64_t length);
+
+  // ---- API v2 (append new virtuals below this line only: v1 plugins' vtables end above it).
+
+  /// data_bias hook (API v2). x: the attention layer's input [B,T,d_model] (after the block's
+  /// pre-norm; differentiable: parameters the scheme applies to it train with the model); pos [T]
+  /// int64, the positions of these tokens; state: the DataBias::state this hook returned for the
+  /// earlier tokens of the same sequences when decoding with a cache, undefined otherwise (a whole
+  /// sequence, or the first call of a prefill). Returns query and key terms [B,H,T] (H = the
+  /// context's n_heads) in x's dtype or float32, on x's device: the bias of query i and key j is
+  /// query_i + key_j, so the kernels never build a [T,T] tensor. The attention layer caches each
+  /// key's term beside its key, so a decoding step's bias against key j is the term returned when
+  /// key j was new (per-key state). Called once per attention call.
+  virtual DataBias data_bias(const torch::Tensor& x, const torch::Tensor& pos,
+                             const torch::Tensor& state);
 };
 
 /// The record every plugin exports (through HYBRIDLAB_POSITION_PLUGIN). Plain C data, read by the

@@ -184,6 +184,7 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   p.record.hooks = probed.hooks;
   p.record.kind = static_cast<PluginKind>(probed.kind);
   p.record.letter = probed.letter;
+  p.record.api_version = probed.api_version;
   p.lib = lib;
   if (auto it = by_name.find(p.record.name); it != by_name.end()) {
     throw PluginError("two plugins are named '" + p.record.name + "': " + it->second.record.file +
@@ -410,7 +411,8 @@ std::shared_ptr<PositionScheme> PluginHost::create(const std::string& name_or_pa
   params.accept("scheme");
   auto& factory = plugin.lib->get_alias<PositionFactory>(kFactoryAlias);
   // These settings at this shape built once in a supervised child, its hooks called there.
-  detail::probe_factory(plugin.record.name, plugin.record.file, factory, params, ctx);
+  detail::probe_factory(plugin.record.name, plugin.record.file, plugin.record.api_version, factory,
+                        params, ctx);
   return build_from_plugin<PositionScheme>(
       plugin, params, [&] { return factory(params, ctx); }, "scheme");
 }

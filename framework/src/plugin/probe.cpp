@@ -36,14 +36,16 @@ std::string record_string(const char* s, const char* field, const std::string& f
 }
 
 // Why a plugin built with these ABI fields cannot run in this host ("" when it can).
-std::string abi_problem(int api_version, int host_api_version, const std::string& torch_version,
+// The host loads API versions oldest..newest.
+std::string abi_problem(int api_version, int oldest, int newest, const std::string& torch_version,
                         int cxx11_abi, const std::string& file) {
   const PluginInfo host = host_plugin_info();
-  if (api_version != host_api_version) {
+  if (api_version < oldest || api_version > newest) {
     return fmt::format(
-        "plugin '{}' was built for hybridlab plugin API version {}, this hybridlab has version "
+        "plugin '{}' was built for hybridlab plugin API version {}, this hybridlab loads version "
         "{}: rebuild the plugin against this hybridlab",
-        file, api_version, host_api_version);
+        file, api_version,
+        oldest == newest ? std::to_string(newest) : fmt::format("{} to {}", oldest, newest));
   }
   if (torch_version != host.torch_version) {
     return fmt::format(
@@ -58,6 +60,17 @@ std::string abi_problem(int api_version, int host_api_version, const std::string
         file, cxx11_abi, host.cxx11_abi);
   }
   return "";
+}
+
+// Why a scheme with these hooks, from a plugin built against `api_version`, cannot run ("" when
+// it can): a hook its API does not have would be called through a vtable slot it lacks.
+std::string unknown_hooks_problem(uint32_t hooks, int api_version, const std::string& name) {
+  const uint32_t unknown = hooks & ~known_hooks(api_version);
+  if (unknown == 0) return "";
+  return fmt::format(
+      "positional scheme '{}' declares hooks (mask {:#x}) that plugin API version {} does not "
+      "have: rebuild the plugin against this hybridlab (plugin API version {})",
+      name, unknown, api_version, kPluginApiVersion);
 }
 
 PositionContext probe_context() {
@@ -75,7 +88,8 @@ PositionContext probe_context() {
 // The fields of a record, NUL-separated, as the child returns them.
 std::string encode(const ProbedLibrary& p) {
   return p.name + '\0' + p.version + '\0' + p.description + '\0' + std::to_string(p.hooks) + '\0' +
-         p.refusal + '\0' + std::to_string(p.kind) + '\0' + std::string(1, p.letter);
+         p.refusal + '\0' + std::to_string(p.kind) + '\0' + std::to_string(p.api_version) + '\0' +
+         std::string(1, p.letter);  // last: a scheme's letter is NUL, the separator
 }
 
 ProbedLibrary decode(const std::string& text) {
@@ -86,7 +100,7 @@ ProbedLibrary decode(const std::string& text) {
     else
       f.back().push_back(c);
   }
-  f.resize(7);
+  f.resize(8);
   ProbedLibrary p;
   p.name = f[0];
   p.version = f[1];
@@ -94,7 +108,8 @@ ProbedLibrary decode(const std::string& text) {
   p.hooks = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
   p.refusal = f[4];
   p.kind = static_cast<int>(std::strtol(f[5].c_str(), nullptr, 10));
-  p.letter = f[6].empty() ? '\0' : f[6][0];
+  p.api_version = static_cast<int>(std::strtol(f[6].c_str(), nullptr, 10));
+  p.letter = f[7].empty() ? '\0' : f[7][0];
   return p;
 }
 
@@ -134,12 +149,13 @@ void exercise_mixer(Mixer& m, const std::string& name, const MixerContext& ctx) 
 // The fields both kinds of record have: the ABI (a refusal when it does not match) and the names.
 // false when the plugin is refused.
 template <class Info>
-bool read_record(const Info& info, int host_api_version, const std::string& file,
+bool read_record(const Info& info, int oldest, int newest, const std::string& file,
                  ProbedLibrary& out) {
   out.refusal =
-      abi_problem(info.api_version, host_api_version,
+      abi_problem(info.api_version, oldest, newest,
                   record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
   if (!out.refusal.empty()) return false;
+  out.api_version = info.api_version;
   out.name = record_string(info.name, "name", file);
   out.version = record_string(info.version, "version", file);
   out.description = record_string(info.description, "description", file);
@@ -151,7 +167,7 @@ void probe_position_record(boost::dll::shared_library& lib, const std::string& f
                            const StageFn& stage, ProbedLibrary& out) {
   const PluginInfo& info = lib.get_alias<const PluginInfo>(kInfoAlias);
   out.kind = kPluginKindPosition;
-  if (!read_record(info, kPluginApiVersion, file, out)) return;
+  if (!read_record(info, kPluginApiOldest, kPluginApiVersion, file, out)) return;
   stage("building a scheme with default settings (its factory)");
   auto& factory = lib.get_alias<PositionFactory>("hybridlab_position_factory");
   try {
@@ -163,6 +179,7 @@ void probe_position_record(boost::dll::shared_library& lib, const std::string& f
   } catch (const std::exception&) {
     out.hooks = 0;  // a scheme that needs settings: its hooks are known once it is configured
   }
+  out.refusal = unknown_hooks_problem(out.hooks, out.api_version, out.name);
 }
 
 // The record of a mixer library; a mixer with default settings built once.
@@ -170,7 +187,8 @@ void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file
                         const StageFn& stage, ProbedLibrary& out) {
   const MixerPluginInfo& info = lib.get_alias<const MixerPluginInfo>(kMixerInfoAlias);
   out.kind = kPluginKindMixer;
-  if (!read_record(info, kMixerPluginApiVersion, file, out)) return;  // the API first
+  if (!read_record(info, kMixerPluginApiVersion, kMixerPluginApiVersion, file, out))
+    return;  // the API first
   if (info.kind != kPluginKindMixer) {
     out.refusal = fmt::format("plugin '{}': its mixer record says kind {}, expected {} (a mixer)",
                               file, info.kind, static_cast<int>(kPluginKindMixer));
@@ -239,6 +257,13 @@ void exercise_hooks(PositionScheme& s, const PositionContext& ctx) {
   if (hooks & kHookRotate) checked_rotate(s, q, k, pos, pos);
   if (hooks & kHookLogitBias)
     checked_logit_bias(s, pos, pos, H, torch::kFloat, torch::kFloat, torch::kCPU);
+  if ((hooks & kHookDataBias) && ctx.d_model > 0) {
+    const torch::Tensor x = torch::randn({1, T, ctx.d_model});
+    const DataBias first =
+        checked_data_bias(s, x.narrow(1, 0, T / 2), pos.narrow(0, 0, T / 2), torch::Tensor(), H);
+    checked_data_bias(s, x.narrow(1, T / 2, T - T / 2), pos.narrow(0, T / 2, T - T / 2),
+                      first.state, H);
+  }
   if (hooks & kHookRelative) {
     checked_relative_logits(s, q, pos, pos, torch::kFloat);
     checked_relative_values(s, torch::softmax(torch::randn({1, H, T, T}), -1), pos, pos,
@@ -323,12 +348,16 @@ void probe_once(const std::string& key, const std::string& name, const std::stri
 
 }  // namespace
 
-void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
-                   Section& params, const PositionContext& ctx) {
+void probe_factory(const std::string& name, const std::string& file, int api_version,
+                   PositionFactory& factory, Section& params, const PositionContext& ctx) {
   probe_once<PositionScheme>(
       file + "\n" + YAML::Dump(params.node()) + "\n" + context_key(ctx), name, file,
       "positional scheme", [&] { return factory(params, ctx); },
-      [&](PositionScheme& s) { exercise_hooks(s, ctx); });
+      [&](PositionScheme& s) {
+        const std::string problem = unknown_hooks_problem(s.hooks(), api_version, name);
+        if (!problem.empty()) throw PluginError(problem);
+        exercise_hooks(s, ctx);
+      });
 }
 
 void probe_mixer_factory(const std::string& name, const std::string& file, MixerFactory& factory,

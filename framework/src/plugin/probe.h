@@ -16,6 +16,7 @@ struct ProbedLibrary {
   std::string name, version, description;
   int kind = kPluginKindPosition;  ///< PluginKind: which record and factory the library exports
   char letter = 0;                 ///< a mixer's pattern letter
+  int api_version = 0;             ///< the plugin API its record names
   uint32_t hooks = 0;              ///< of a scheme built with default settings (0 when that throws)
   std::string refusal;  ///< why this host must not load it (ABI, record): a PluginError message
 };
@@ -29,14 +30,15 @@ struct ProbedLibrary {
 /// return within plugin_time_limit() or throws something that is not a std::exception.
 ProbedLibrary probe_library(const std::string& file);
 
-/// Builds the scheme `factory(params, ctx)` of plugin `name` (`file`) in a supervised child and
-/// calls each hook it declares once at a small shape (T = 8, or its max_length), checking the
-/// outputs (layers/position_hooks.h). Remembered per (file, settings, context). Throws
+/// Builds the scheme `factory(params, ctx)` of plugin `name` (`file`, built against plugin API
+/// `api_version`) in a supervised child, refuses hooks that API does not have, and calls each hook
+/// it declares once at a small shape (T = 8, or its max_length), checking the outputs
+/// (layers/position_hooks.h). Remembered per (file, settings, context). Throws
 /// PluginCrashed as probe_library does, and PluginError naming the scheme, the hook, what it
 /// should have returned and what it returned, for a hook that fails or returns a wrong tensor.
 /// What the factory itself throws is left to the caller's own call, which throws it again.
-void probe_factory(const std::string& name, const std::string& file, PositionFactory& factory,
-                   Section& params, const PositionContext& ctx);
+void probe_factory(const std::string& name, const std::string& file, int api_version,
+                   PositionFactory& factory, Section& params, const PositionContext& ctx);
 
 /// The mixer counterpart of probe_factory: builds `factory(params, ctx)` of mixer plugin `name`
 /// in a supervised child and runs one forward at [1, 8, d_model] there (with and without a

@@ -36,6 +36,10 @@ torch::Tensor PositionScheme::relative_values(const torch::Tensor&, const torch:
   not_implemented(*this, "relative");
 }
 std::vector<PositionTable> PositionScheme::inspect(int64_t) { return {}; }
+DataBias PositionScheme::data_bias(const torch::Tensor&, const torch::Tensor&,
+                                   const torch::Tensor&) {
+  not_implemented(*this, "data_bias");
+}
 
 std::string hook_names(uint32_t hooks) {
   std::string out;
@@ -46,7 +50,15 @@ std::string hook_names(uint32_t hooks) {
   add(kHookRotate, "rotate");
   add(kHookLogitBias, "logit_bias");
   add(kHookRelative, "relative");
+  add(kHookDataBias, "data_bias");
   return out.empty() ? "none" : out;
+}
+
+uint32_t known_hooks(int api_version) {
+  constexpr uint32_t v1 = kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative;
+  if (api_version == 1) return v1;
+  if (api_version == 2) return v1 | kHookDataBias;
+  return 0;
 }
 
 PluginInfo host_plugin_info() {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -96,10 +97,33 @@ TEST_CASE("an ABI mismatch names both versions and never calls the factory", "[p
   PluginHost host;
   const std::string msg = plugin_error([&] { build(host, kFixtures + "bad_abi/bad_abi.so"); });
   CHECK_THAT(msg, Contains("plugin API version 999") &&
-                      Contains("this hybridlab has version " + std::to_string(kPluginApiVersion)));
+                      Contains(fmt::format("this hybridlab loads version {} to {}",
+                                           kPluginApiOldest, kPluginApiVersion)));
   // The same folder on the search path fails discovery the same way.
   PluginHost scan({kFixtures + "bad_abi"});
   CHECK_THAT(plugin_error([&] { scan.discover(); }), Contains("999"));
+}
+
+TEST_CASE("a plugin built against API v1 loads and runs; a v2 hook from it is refused",
+          "[plugins][api]") {
+  REQUIRE(kPluginApiOldest == 1);
+  REQUIRE(known_hooks(1) == (kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative));
+  REQUIRE(known_hooks(2) == (known_hooks(1) | kHookDataBias));
+  CHECK(known_hooks(0) == 0);
+  CHECK(known_hooks(3) == 0);
+  PluginHost host({kFixtures + "api_v1"});
+  const PluginRecord r = host.load_file(kFixtures + "api_v1/api_v1.so");
+  CHECK(r.api_version == 1);
+  CHECK(r.hooks == kHookLogitBias);
+  auto scheme = build(host, "api_v1");
+  const torch::Tensor bias = scheme->logit_bias(torch::arange(3), torch::arange(3));
+  REQUIRE(bias.sizes() == at::IntArrayRef({2, 3, 3}));
+  CHECK(bias[1][2][0].item<float>() == -2.0f);
+  CHECK(bias[0][0][2].item<float>() == -2.0f);
+  // Declaring data_bias from a v1 record: the host would call a vtable slot the plugin lacks.
+  const std::string msg = plugin_error([&] { build(host, "api_v1", "{mode: data_bias}"); });
+  CHECK_THAT(msg, Contains("api_v1") && Contains("plugin API version 1 does not have") &&
+                      Contains("rebuild the plugin"));
 }
 
 TEST_CASE("a factory that throws is reported with its message", "[plugins]") {
