@@ -1,8 +1,8 @@
 // The plugin host: discovery, ABI checks, bad plugins, lifetime, explicit paths.
 
+#include <fmt/format.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <cstdlib>
 #include <filesystem>
