@@ -25,7 +25,8 @@ std::string last_components(const std::string& key, int n) {
 
 // A readable label for a value: scalars as written, maps by their name/scheme/type field.
 std::string value_label(const YAML::Node& v) {
-  if (v.IsNull()) return "none";
+  // Nothing, an empty map (no overrides) and an empty list all read as "none".
+  if (v.IsNull() || ((v.IsMap() || v.IsSequence()) && v.size() == 0)) return "none";
   if (v.IsScalar()) {
     // A plugin given by path is labelled by its file name.
     const std::string s = v.as<std::string>();
@@ -51,7 +52,7 @@ std::string value_label(const YAML::Node& v) {
 
 // Every scalar of a value joined by '-' (the fallback when value_label repeats on one axis).
 std::string leaves_label(const YAML::Node& v) {
-  if (v.IsScalar()) return value_label(v);
+  if (v.IsScalar() || v.IsNull() || v.size() == 0) return value_label(v);
   std::string s;
   if (v.IsMap()) {
     for (const auto& kv : v) {

@@ -82,6 +82,20 @@ TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelle
                                                 "task-copy_d_model-16_n_heads-2"});
 }
 
+TEST_CASE("sweep: empty maps read as none; repeated labels fall back to the values' leaves",
+          "[job][sweep]") {
+  // iRoPE beside plain RoPE and FoX: the position labels repeat (rope twice), the overrides are
+  // {} for two rows (no overrides: "none") and a layer's scheme for the third.
+  const Experiment e = read(
+      "sweep:\n"
+      "  zip:\n"
+      "    model.attention.position: [{scheme: rope}, {scheme: fox}, {scheme: rope}]\n"
+      "    model.overrides: [{}, {}, {1: {position: {scheme: nope_temperature}}}]\n");
+  REQUIRE(names(expand_sweep(e.sweep)) ==
+          std::vector<std::string>{"position-rope_overrides-none", "position-fox_overrides-none",
+                                   "position-rope_overrides-nope_temperature"});
+}
+
 TEST_CASE("sweep: an exclude entry that matches no variant is an error naming it", "[job][sweep]") {
   std::string msg;
   try {
