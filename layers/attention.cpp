@@ -334,8 +334,10 @@ MixerInfo Attention::info(int64_t length) const {
   const int64_t conv_width = (n_heads_ + 2 * n_kv_heads_) * head_dim_;
   const bool conv = opts_.use_short_conv;
   m.state_floats = conv ? (opts_.conv_size - 1) * conv_width : 0;
-  m.flops_per_token =
-      proj + 4.0 * n_heads_ * head_dim_ * keys + (conv ? 2.0 * opts_.conv_size * conv_width : 0.0);
+  // The scheme's own work, when it counts it (kHookFlops, plugin API v2).
+  const double scheme = (hooks_ & kHookFlops) ? scheme_->flops_per_token(length, keys) : 0.0;
+  m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys +
+                      (conv ? 2.0 * opts_.conv_size * conv_width : 0.0) + scheme;
   m.details = "H=" + std::to_string(n_heads_) + " Hkv=" + std::to_string(n_kv_heads_) +
               " Dh=" + std::to_string(head_dim_) + (opts_.causal ? "" : " bidir") +
               (opts_.window > 0 ? " window=" + std::to_string(opts_.window) : "") +

@@ -34,8 +34,9 @@ namespace hybridlab {
 /// [kPluginApiOldest, kPluginApiVersion] before it calls anything in it. Bump on any change to
 /// PositionScheme, PositionContext or PluginInfo.
 ///  - 1: the embed, rotate, logit_bias and relative hooks.
-///  - 2: the data_bias hook (kHookDataBias, DataBias, PositionScheme::data_bias, appended after
-///    every v1 virtual so a v1 scheme's vtable is a prefix of a v2 one).
+///  - 2: the data_bias hook (kHookDataBias, DataBias, PositionScheme::data_bias) and FLOP counts
+///    (kHookFlops, PositionScheme::flops_per_token), appended after every v1 virtual so a v1
+///    scheme's vtable is a prefix of a v2 one.
 constexpr int kPluginApiVersion = 2;
 
 /// The oldest plugin API this host loads. A v1 plugin runs unchanged: the host calls only the
@@ -50,6 +51,7 @@ enum PositionHook : uint32_t {
   kHookLogitBias = 1u << 2,  ///< adds a [H,Tq,Tk] bias to the logits before softmax (ALiBi, T5)
   kHookRelative = 1u << 3,   ///< Shaw-style relative key (and value) embeddings
   kHookDataBias = 1u << 4,   ///< (API v2) a logit bias from the layer input x (FoX's forget gate)
+  kHookFlops = 1u << 5,      ///< (API v2) reports its own FLOPs (flops_per_token) to model summary
 };
 
 /// "embed,rotate,..." for a hook mask ("none" for 0).
@@ -173,6 +175,12 @@ class PositionScheme : public torch::nn::Module {
   /// key j was new (per-key state). Called once per attention call.
   virtual DataBias data_bias(const torch::Tensor& x, const torch::Tensor& pos,
                              const torch::Tensor& state);
+
+  /// (API v2, with kHookFlops in hooks()) The forward FLOPs per token this scheme adds to the
+  /// attention layer it serves at sequence length `length`, where a query attends to `keys` keys
+  /// on average (per-pair work: a bias per key and head). Counted by `model summary` into the
+  /// layer's FLOPs. Returns a finite number >= 0; the default returns 0.
+  virtual double flops_per_token(int64_t length, double keys) const;
 };
 
 /// The record every plugin exports (through HYBRIDLAB_POSITION_PLUGIN). Plain C data, read by the

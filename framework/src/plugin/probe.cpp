@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -257,6 +258,14 @@ void exercise_hooks(PositionScheme& s, const PositionContext& ctx) {
   if (hooks & kHookRotate) checked_rotate(s, q, k, pos, pos);
   if (hooks & kHookLogitBias)
     checked_logit_bias(s, pos, pos, H, torch::kFloat, torch::kFloat, torch::kCPU);
+  if (hooks & kHookFlops) {
+    const double f = s.flops_per_token(T, T / 2.0);
+    if (!std::isfinite(f) || f < 0) {
+      throw PluginError(fmt::format(
+          "positional scheme '{}': its flops_per_token returned {}, expected a finite number >= 0",
+          s.name(), f));
+    }
+  }
   if ((hooks & kHookDataBias) && ctx.d_model > 0) {
     const torch::Tensor x = torch::randn({1, T, ctx.d_model});
     const DataBias first =

@@ -40,6 +40,7 @@ DataBias PositionScheme::data_bias(const torch::Tensor&, const torch::Tensor&,
                                    const torch::Tensor&) {
   not_implemented(*this, "data_bias");
 }
+double PositionScheme::flops_per_token(int64_t, double) const { return 0.0; }
 
 std::string hook_names(uint32_t hooks) {
   std::string out;
@@ -51,13 +52,14 @@ std::string hook_names(uint32_t hooks) {
   add(kHookLogitBias, "logit_bias");
   add(kHookRelative, "relative");
   add(kHookDataBias, "data_bias");
+  add(kHookFlops, "flops");
   return out.empty() ? "none" : out;
 }
 
 uint32_t known_hooks(int api_version) {
   constexpr uint32_t v1 = kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative;
   if (api_version == 1) return v1;
-  if (api_version == 2) return v1 | kHookDataBias;
+  if (api_version == 2) return v1 | kHookDataBias | kHookFlops;
   return 0;
 }
 

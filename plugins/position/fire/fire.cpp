@@ -42,7 +42,8 @@ struct FireSettings {
 
 class Fire : public hybridlab::PositionScheme {
  public:
-  Fire(const FireSettings& s, int64_t n_heads) : length_(s.length), eps_(s.eps), shared_(s.shared) {
+  Fire(const FireSettings& s, int64_t n_heads)
+      : length_(s.length), eps_(s.eps), shared_(s.shared), width_(s.mlp_width), heads_(n_heads) {
     c_ = register_parameter("c", torch::full({1}, s.c_init));
     length_mult_ = register_parameter("L_mult", torch::full({1}, s.length_mult_init));
     mlp_in_ = register_module("mlp_in", torch::nn::Linear(1, s.mlp_width));
@@ -51,7 +52,14 @@ class Fire : public hybridlab::PositionScheme {
   }
 
   std::string name() const override { return "fire"; }
-  uint32_t hooks() const override { return hybridlab::kHookLogitBias; }
+  uint32_t hooks() const override { return hybridlab::kHookLogitBias | hybridlab::kHookFlops; }
+
+  /// Per (query, key) pair: ψ of the distance and of the threshold and their ratio (~6), the MLP
+  /// 1 → W (2W) → ReLU (W) → H (2WH), and the bias added to H logits.
+  double flops_per_token(int64_t, double keys) const override {
+    const double W = static_cast<double>(width_), H = static_cast<double>(heads_);
+    return keys * (6.0 + 3.0 * W + 2.0 * W * H + H);
+  }
   bool shared_across_layers() const override { return shared_; }
 
   /// fp32, or fp64 for fp64 parameters: positions in bf16 are exact only up to 256.
@@ -137,6 +145,7 @@ class Fire : public hybridlab::PositionScheme {
  private:
   double length_, eps_;
   bool shared_;
+  int64_t width_, heads_;          // the MLP's hidden width, its outputs (one bias per head)
   torch::Tensor c_, length_mult_;  // [1] each
   torch::nn::Linear mlp_in_{nullptr}, mlp_out_{nullptr};
 };

@@ -70,7 +70,15 @@ class Fox : public hybridlab::PositionScheme {
   }
 
   std::string name() const override { return "fox"; }
-  uint32_t hooks() const override { return hybridlab::kHookDataBias; }
+  uint32_t hooks() const override { return hybridlab::kHookDataBias | hybridlab::kHookFlops; }
+
+  /// The data gate's projection (2·d_model per head), ln σ and the running sum (a few per head),
+  /// and per key the query and key terms added to the logit (2 per head).
+  double flops_per_token(int64_t, double keys) const override {
+    const double H = static_cast<double>(heads_);
+    return (gate_ == Gate::kData ? 2.0 * static_cast<double>(d_model_) * H : 0.0) + 5.0 * H +
+           2.0 * H * keys;
+  }
 
   /// x [B,T,D] -> ln f [B,H,T] in fp32 (fp64 for an fp64 x).
   torch::Tensor log_forget(const torch::Tensor& x) {

@@ -49,7 +49,12 @@ class Kerple : public hybridlab::PositionScheme {
   }
 
   std::string name() const override { return "kerple"; }
-  uint32_t hooks() const override { return hybridlab::kHookLogitBias; }
+  uint32_t hooks() const override { return hybridlab::kHookLogitBias | hybridlab::kHookFlops; }
+
+  /// Per key and head: the kernel of the distance (scale, log1p or pow, scale: 3) and its add.
+  double flops_per_token(int64_t, double keys) const override {
+    return 4.0 * static_cast<double>(r1_.size(0)) * keys;
+  }
 
   /// Clamps the parameters into the kernel's domain (a projection, see the file comment).
   void project() {

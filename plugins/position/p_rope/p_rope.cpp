@@ -30,8 +30,8 @@ using hybridlab::Section;
 
 class PRope : public hybridlab::PositionScheme {
  public:
-  PRope(int64_t head_dim, double theta, int64_t kept, bool interleaved)
-      : head_dim_(head_dim), kept_(kept), interleaved_(interleaved) {
+  PRope(int64_t head_dim, double theta, int64_t kept, bool interleaved, int64_t heads)
+      : head_dim_(head_dim), kept_(kept), interleaved_(interleaved), heads_(heads) {
     std::vector<double> inv(static_cast<size_t>(head_dim / 2), 0.0);
     for (int64_t k = 0; k < kept; ++k)
       inv[size_t(k)] = 1.0 / std::pow(theta, 2.0 * double(k) / double(head_dim));
@@ -39,7 +39,12 @@ class PRope : public hybridlab::PositionScheme {
   }
 
   std::string name() const override { return "p_rope"; }
-  uint32_t hooks() const override { return hybridlab::kHookRotate; }
+  uint32_t hooks() const override { return hybridlab::kHookRotate | hybridlab::kHookFlops; }
+
+  /// Every pair of q and k is rotated (the dropped frequencies by angle 0): 3 per channel.
+  double flops_per_token(int64_t, double) const override {
+    return 3.0 * static_cast<double>(heads_ * head_dim_);
+  }
 
   // cos and sin [T, d/2] of pos·θ (float64 angles) in `dtype`.
   std::pair<torch::Tensor, torch::Tensor> cos_sin(const torch::Tensor& pos,
@@ -122,12 +127,15 @@ class PRope : public hybridlab::PositionScheme {
                        ", or nope for no rotary at all");
     }
     params.done();
-    return std::make_shared<PRope>(ctx.head_dim, theta, kept, layout == "interleaved");
+    const int64_t kv_heads = ctx.n_kv_heads > 0 ? ctx.n_kv_heads : ctx.n_heads;
+    return std::make_shared<PRope>(ctx.head_dim, theta, kept, layout == "interleaved",
+                                   ctx.n_heads + kv_heads);
   }
 
  private:
   int64_t head_dim_, kept_;
   bool interleaved_;
+  int64_t heads_;           // query plus key heads: the rows rotated per token
   torch::Tensor inv_freq_;  // [d/2] float64, 0 past the kept pairs
 };
 

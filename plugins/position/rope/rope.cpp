@@ -84,7 +84,15 @@ class Rope : public hybridlab::PositionScheme {
   explicit Rope(RopeSettings s) : s_(std::move(s)) {}
 
   std::string name() const override { return "rope"; }
-  uint32_t hooks() const override { return hybridlab::kHookRotate; }
+  uint32_t hooks() const override { return hybridlab::kHookRotate | hybridlab::kHookFlops; }
+
+  /// The rotated channels of one token's q and k (rot_dim of each rotated head; with
+  /// rotate_num_heads, n of the query heads and their share of the key heads): 3 per channel.
+  double flops_per_token(int64_t, double) const override {
+    const int64_t q_heads = s_.rotate_heads == 0 ? s_.n_heads : s_.rotate_heads;
+    const int64_t kv_heads = s_.n_heads > 0 ? q_heads * s_.n_kv_heads / s_.n_heads : 0;
+    return 3.0 * static_cast<double>((q_heads + kv_heads) * s_.rot_dim);
+  }
 
   bool length_dependent() const {
     return s_.type == Scaling::kDynamic || s_.type == Scaling::kLongrope;

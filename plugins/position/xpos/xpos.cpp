@@ -37,8 +37,9 @@ using hybridlab::Section;
 
 class Xpos : public hybridlab::PositionScheme {
  public:
-  Xpos(int64_t head_dim, double theta, double scale_base, double gamma, bool interleaved)
-      : scale_base_(scale_base), interleaved_(interleaved) {
+  Xpos(int64_t head_dim, double theta, double scale_base, double gamma, bool interleaved,
+       int64_t heads)
+      : scale_base_(scale_base), interleaved_(interleaved), channels_(heads * head_dim) {
     const int64_t h = head_dim / 2;
     std::vector<double> inv(static_cast<size_t>(h)), zeta(static_cast<size_t>(h));
     for (int64_t k = 0; k < h; ++k) {
@@ -51,7 +52,12 @@ class Xpos : public hybridlab::PositionScheme {
   }
 
   std::string name() const override { return "xpos"; }
-  uint32_t hooks() const override { return hybridlab::kHookRotate; }
+  uint32_t hooks() const override { return hybridlab::kHookRotate | hybridlab::kHookFlops; }
+
+  /// Every channel of q and k (one token's): the rotation (2 multiplies, 1 add) and the scale.
+  double flops_per_token(int64_t, double) const override {
+    return 4.0 * static_cast<double>(channels_);
+  }
 
   /// ζ_k, k = 0 … d/2 − 1 (float64).
   torch::Tensor zeta() const { return log_zeta_.exp(); }
@@ -172,12 +178,15 @@ class Xpos : public hybridlab::PositionScheme {
                  "zeta^((n-m)/B) grows with distance instead of decaying (x-transformers refuses "
                  "it too); use rope for bidirectional attention");
     params.done();
-    return std::make_shared<Xpos>(ctx.head_dim, theta, scale_base, gamma, layout == "interleaved");
+    const int64_t kv_heads = ctx.n_kv_heads > 0 ? ctx.n_kv_heads : ctx.n_heads;
+    return std::make_shared<Xpos>(ctx.head_dim, theta, scale_base, gamma, layout == "interleaved",
+                                  ctx.n_heads + kv_heads);
   }
 
  private:
   double scale_base_, log_zeta0_ = 0;  // ln ζ_0: the fastest-growing scale
   bool interleaved_;
+  int64_t channels_;  // channels of one token's q and k together: (n_heads + n_kv_heads)·head_dim
   torch::Tensor inv_freq_, log_zeta_;  // [d/2] float64
 };
 

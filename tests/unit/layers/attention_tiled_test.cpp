@@ -232,7 +232,7 @@ TEST_CASE("tiled attention == dense for every positional hook, with the schemes'
     CAPTURE(c.name, c.params, dtype, causal, window);
     if (c.name == "xpos" && !causal) continue;  // xPos refuses bidirectional attention
     auto scheme = make_scheme(*host, c.name, c.params, 4, 2, 8, causal, dtype);
-    REQUIRE(scheme->hooks() == c.hooks);
+    REQUIRE((scheme->hooks() & ~kHookFlops) == c.hooks);  // the FLOP count is not a kernel hook
     Attention att(opts(4, 2, window, causal, 8), 32, scheme, true);
     att.to(dtype);
     // Learned tables start from a random value, not their (near-zero or constant) init, so their

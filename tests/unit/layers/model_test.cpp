@@ -236,6 +236,40 @@ TEST_CASE("model summary: parameters, shares, state and FLOPs match hand-compute
   REQUIRE(s.flops_per_token == Approx(attn_flops + gdn_flops + 2.0 * D * V));
 }
 
+TEST_CASE("model summary: FoX's gate and the rotary schemes' work count in parameters and FLOPs",
+          "[model][plugins]") {
+  auto host = hybridlab::test::test_host();
+  const int64_t D = 16, H = 2, Dh = 8;
+  const double L = 100, keys = (L + 1) / 2;
+  const double base = 2.0 * 4 * D * D + 4.0 * H * Dh * keys + 6.0 * D * 32;  // as above
+  auto summary = [&](const std::string& position) {
+    return build(
+               "model:\n  d_model: 16\n  vocab_size: 10\n  layers: GA\n  mlp: "
+               "{intermediate_size: 32}\n  attention: {n_heads: 2, position: " +
+                   position + "}\n  gated_deltanet: {n_heads: 2, expand_v: 2}\n",
+               *host)
+        ->summary(int64_t(L))
+        .layers[1];
+  };
+  // FoX: the gate's projection (H×D weights, H biases) is the layer's; per token 2·D·H for it,
+  // 5·H for ln σ and the running sum, 2·H per key for the two terms (plugins/position/fox).
+  const auto fox = summary("{scheme: fox}");
+  REQUIRE(fox.mixer_parameters == 4 * D * D + H * D + H);
+  REQUIRE(fox.flops_per_token == Approx(base + 2.0 * D * H + 5.0 * H + 2.0 * H * keys));
+  // The fixed gate: no parameters, no projection.
+  const auto fixed = summary("{scheme: fox, gate: fixed}");
+  REQUIRE(fixed.mixer_parameters == 4 * D * D);
+  REQUIRE(fixed.flops_per_token == Approx(base + 5.0 * H + 2.0 * H * keys));
+  // RoPE on half of each head: 3 FLOPs per rotated channel of q and k (2 + 2 heads × 4).
+  REQUIRE(summary("{scheme: rope, partial_rotary_factor: 0.5}").flops_per_token ==
+          Approx(base + 3.0 * (2 + 2) * 4));
+  // ... on one of the two query heads (and its key head): 3 × (1 + 1) × 8.
+  REQUIRE(summary("{scheme: rope, rotate_num_heads: 1}").flops_per_token ==
+          Approx(base + 3.0 * (1 + 1) * 8));
+  // NoPE adds nothing.
+  REQUIRE(summary("{scheme: nope}").flops_per_token == Approx(base));
+}
+
 TEST_CASE("model summary: learned positional schemes count as the layer's parameters",
           "[model][plugins]") {
   auto host = hybridlab::test::test_host();

@@ -108,7 +108,7 @@ TEST_CASE("a plugin built against API v1 loads and runs; a v2 hook from it is re
           "[plugins][api]") {
   REQUIRE(kPluginApiOldest == 1);
   REQUIRE(known_hooks(1) == (kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative));
-  REQUIRE(known_hooks(2) == (known_hooks(1) | kHookDataBias));
+  REQUIRE(known_hooks(2) == (known_hooks(1) | kHookDataBias | kHookFlops));
   CHECK(known_hooks(0) == 0);
   CHECK(known_hooks(3) == 0);
   PluginHost host({kFixtures + "api_v1"});

@@ -231,12 +231,14 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   REQUIRE(hooks.at("shaw") == kHookRelative);
   REQUIRE(hooks.at("t5") == kHookLogitBias);
   REQUIRE(hooks.at("alibi") == kHookLogitBias);
-  REQUIRE(hooks.at("rope") == kHookRotate);
-  REQUIRE(hooks.at("kerple") == kHookLogitBias);
-  REQUIRE(hooks.at("fire") == kHookLogitBias);
-  REQUIRE(hooks.at("xpos") == kHookRotate);
-  REQUIRE(hooks.at("p_rope") == kHookRotate);
+  // The plugin API v2 schemes also count their FLOPs for model summary.
+  REQUIRE(hooks.at("rope") == (kHookRotate | kHookFlops));
+  REQUIRE(hooks.at("kerple") == (kHookLogitBias | kHookFlops));
+  REQUIRE(hooks.at("fire") == (kHookLogitBias | kHookFlops));
+  REQUIRE(hooks.at("xpos") == (kHookRotate | kHookFlops));
+  REQUIRE(hooks.at("p_rope") == (kHookRotate | kHookFlops));
   REQUIRE(hooks.at("nope_temperature") == kHookRotate);
+  REQUIRE(hooks.at("fox") == (kHookDataBias | kHookFlops));
   const Run r = run_cli("plugins list", "list");
   INFO(r.output);
   REQUIRE(r.code == 0);
