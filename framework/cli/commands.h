@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "hybridlab/config.h"
+#include "util/registry.h"
 
 namespace hybridlab::cli {
 
@@ -26,5 +28,16 @@ void add_model_command(CLI::App& app);     // model summary
 void add_run_commands(CLI::App& app);      // run, train, eval, sweep, report
 void add_analyze_command(CLI::App& app);   // analyze (cmd_analyze.cpp)
 void add_generate_command(CLI::App& app);  // generate (cmd_generate.cpp)
+
+/// One group of subcommands in the command registry: `add` puts them on the app, `order` places
+/// them in `--help` (the workflow's order: run first).
+struct CommandGroup {
+  int order = 0;
+  std::function<void(CLI::App&)> add;
+};
+
+/// The CLI's command groups by name ("run": run, train, eval, run-folder, sweep, report; "model";
+/// ...), registered once; main.cpp adds them in `order`.
+const Registry<CommandGroup>& command_groups();
 
 }  // namespace hybridlab::cli

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -43,13 +44,10 @@ int main(int argc, char** argv) {
       "Print the version, the LibTorch version, the BLAS backend and the thread count");
   (void)show_version;
 
-  hybridlab::cli::add_run_commands(app);
-  hybridlab::cli::add_generate_command(app);
-  hybridlab::cli::add_model_command(app);
-  hybridlab::cli::add_config_command(app);
-  hybridlab::cli::add_plugins_command(app);
-  hybridlab::cli::add_inspect_command(app);
-  hybridlab::cli::add_analyze_command(app);
+  std::vector<const hybridlab::cli::CommandGroup*> groups =
+      hybridlab::cli::command_groups().entries();
+  std::sort(groups.begin(), groups.end(), [](auto* a, auto* b) { return a->order < b->order; });
+  for (const auto* g : groups) g->add(app);
 
   try {
     app.parse(argc, argv);

@@ -21,6 +21,7 @@
 #include "hybridlab/mixer.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
+#include "util/registry.h"
 
 namespace hybridlab {
 
@@ -58,21 +59,25 @@ struct MixerType {
       build;
 };
 
-/// The registry of mixer types (one per process, filled once by register_builtin_mixers()).
+/// The registry of mixer types (one per process, filled once by register_builtin_mixers()): a
+/// Registry of types by name and one of names by pattern letter.
 class MixerRegistry {
  public:
   /// The registry with the built-in mixers registered.
   static const MixerRegistry& instance();
-  /// Adds a type. Throws std::logic_error for a duplicate name or letter.
+  /// Adds a type. Throws DuplicateEntry (a std::logic_error) for a duplicate name or letter,
+  /// naming both types.
   void add(MixerType type);
   /// The type for a letter ('A') or a name ("attention"); nullptr if none.
   const MixerType* find(const std::string& letter_or_name) const;
-  const std::vector<MixerType>& types() const { return types_; }
+  /// Every type, sorted by name.
+  std::vector<const MixerType*> types() const { return by_name_.entries(); }
   /// "A (attention), G (gated_deltanet)" for messages.
   std::string names() const;
 
  private:
-  std::vector<MixerType> types_;
+  Registry<MixerType> by_name_{"mixer type"};
+  Registry<std::string> by_letter_{"mixer pattern letter"};  // letter -> type name
 };
 
 /// Registers every built-in mixer type: one line per type. Called once by instance().

@@ -18,33 +18,29 @@ const MixerRegistry& MixerRegistry::instance() {
 }
 
 void MixerRegistry::add(MixerType type) {
-  for (const MixerType& t : types_) {
-    if (t.name == type.name || t.letter == type.letter) {
-      throw std::logic_error("mixer type '" + type.name + "' (letter " + type.letter +
-                             ") clashes with '" + t.name + "' (letter " + t.letter + ")");
-    }
-  }
-  types_.push_back(std::move(type));
+  const std::string letter(1, type.letter), origin = "mixer type '" + type.name + "'";
+  if (by_name_.find(type.name) == nullptr) by_letter_.add(letter, type.name, origin);
+  const std::string name = type.name;
+  by_name_.add(name, std::move(type), origin);
 }
 
 const MixerType* MixerRegistry::find(const std::string& key) const {
-  for (const MixerType& t : types_) {
-    if (t.name == key || (key.size() == 1 && key[0] == t.letter)) return &t;
-  }
-  return nullptr;
+  if (const MixerType* t = by_name_.find(key)) return t;
+  const std::string* name = key.size() == 1 ? by_letter_.find(key) : nullptr;
+  return name ? by_name_.find(*name) : nullptr;
 }
 
 std::vector<std::pair<char, std::string>> builtin_mixers() {
   std::vector<std::pair<char, std::string>> out;
-  for (const MixerType& t : MixerRegistry::instance().types()) out.emplace_back(t.letter, t.name);
+  for (const MixerType* t : MixerRegistry::instance().types()) out.emplace_back(t->letter, t->name);
   return out;
 }
 
 std::string MixerRegistry::names() const {
   std::string out;
-  for (const MixerType& t : types_) {
+  for (const MixerType* t : types()) {
     if (!out.empty()) out += ", ";
-    out += std::string(1, t.letter) + " (" + t.name + ")";
+    out += std::string(1, t->letter) + " (" + t->name + ")";
   }
   return out;
 }

@@ -169,7 +169,8 @@ void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, 
                         ModelOptions& o) {
   const ModelDims dims{o.d_model};
   std::map<const MixerType*, std::any> base;
-  for (const MixerType& t : lookup.registry().types()) {
+  for (const MixerType* type : lookup.registry().types()) {
+    const MixerType& t = *type;
     bool used = false;
     for (const MixerType* u : types) used = used || u == &t;
     if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);

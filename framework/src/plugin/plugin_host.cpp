@@ -19,6 +19,7 @@
 
 #include "plugin/library_registry.h"
 #include "plugin/probe.h"
+#include "util/registry.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -137,7 +138,7 @@ struct LoadedPlugin {
 struct PluginHost::Impl {
   std::vector<std::string> extra_paths;
   bool discovered = false;
-  std::map<std::string, LoadedPlugin> by_name;
+  Registry<LoadedPlugin> by_name{"plugin"};         // origin: the plugin's file
   std::map<std::string, std::string> name_by_file;  // canonical file -> scheme name
   std::vector<std::string> skipped;                 // "file: why" for .so files not loaded
   std::vector<std::string> broken;  // plugins whose code crashed or hung in its supervised child
@@ -161,7 +162,7 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
     throw PluginError("plugin file '" + path + "' does not exist");
   }
   const std::string file = fs::canonical(path, ec).string();
-  if (auto it = name_by_file.find(file); it != name_by_file.end()) return by_name.at(it->second);
+  if (auto it = name_by_file.find(file); it != name_by_file.end()) return *by_name.find(it->second);
 
   if (const std::string why = not_a_plugin_reason(file); !why.empty()) {
     throw PluginError("'" + file + "' is not a hybridlab plugin: " + why);
@@ -186,12 +187,15 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   p.record.letter = probed.letter;
   p.record.api_version = probed.api_version;
   p.lib = lib;
-  if (auto it = by_name.find(p.record.name); it != by_name.end()) {
-    throw PluginError("two plugins are named '" + p.record.name + "': " + it->second.record.file +
-                      " and " + file + "; remove one or take it out of the plugin search path");
+  const std::string name = p.record.name;
+  try {
+    LoadedPlugin& stored = by_name.add(name, std::move(p), file);
+    name_by_file[file] = name;
+    return stored;
+  } catch (const DuplicateEntry& e) {
+    throw PluginError(std::string(e.what()) +
+                      "; remove one or take it out of the plugin search path");
   }
-  name_by_file[file] = p.record.name;
-  return by_name.emplace(p.record.name, std::move(p)).first->second;
 }
 
 namespace {
@@ -301,7 +305,7 @@ PluginRecord PluginHost::load_file(const std::string& path) { return impl_->load
 std::vector<PluginRecord> PluginHost::plugins() {
   discover();
   std::vector<PluginRecord> out;
-  for (auto& [name, p] : impl_->by_name) out.push_back(p.record);
+  for (const LoadedPlugin* p : impl_->by_name.entries()) out.push_back(p->record);
   return out;
 }
 
@@ -332,16 +336,15 @@ LoadedPlugin& PluginHost::Impl::find(const std::string& name_or_path, Section& p
     }
   } else {
     discover();
-    auto it = by_name.find(name_or_path);
-    if (it == by_name.end() || it->second.record.kind != kind) {
+    LoadedPlugin* found = by_name.find(name_or_path);
+    if (!found || found->record.kind != kind) {
       std::vector<std::string> names;
-      for (const auto& kv : by_name)
-        if (kv.second.record.kind == kind) names.push_back(kv.first);
+      for (const LoadedPlugin* p : by_name.entries())
+        if (p->record.kind == kind) names.push_back(p->record.name);
       const std::string near = nearest_key(name_or_path, names);
-      const std::string other = it == by_name.end()
-                                    ? ""
-                                    : " ('" + name_or_path + "' is a " +
-                                          plugin_kind_name(it->second.record.kind) + " plugin)";
+      const std::string other = !found ? ""
+                                       : " ('" + name_or_path + "' is a " +
+                                             plugin_kind_name(found->record.kind) + " plugin)";
       throw PluginError(params.location(kind == kPluginKindMixer ? "" : "scheme").str() +
                         ": unknown " + what + " '" + name_or_path + "'" + other +
                         (near.empty() ? "" : "; did you mean '" + near + "'?") +
@@ -350,7 +353,7 @@ LoadedPlugin& PluginHost::Impl::find(const std::string& name_or_path, Section& p
                         (skipped.empty() ? "" : "; skipped: " + join(skipped, ", ")) +
                         (broken.empty() ? "" : "; broken: " + join(broken, "; ")) + ")");
     }
-    plugin = &it->second;
+    plugin = found;
   }
   if (plugin->record.kind != kind) {
     throw PluginError(params.location("").str() + ": " + params.path() + ": '" + name_or_path +

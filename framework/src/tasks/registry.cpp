@@ -7,4 +7,16 @@ std::vector<TaskType> register_builtin_tasks() {
           selective_copy_task_type(), niah_task_type(),    text_task_type()};
 }
 
+const Registry<TaskType>& task_registry() {
+  static const Registry<TaskType> registry = [] {
+    Registry<TaskType> r("task");
+    for (TaskType& t : register_builtin_tasks()) {
+      const std::string name = t.name;
+      r.add(name, std::move(t), "built in");
+    }
+    return r;
+  }();
+  return registry;
+}
+
 }  // namespace hybridlab::tasks

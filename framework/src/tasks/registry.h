@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "hybridlab/task.h"
+#include "util/registry.h"
 
 namespace hybridlab::tasks {
 
@@ -16,5 +17,8 @@ TaskType text_task_type();
 
 /// Every built-in task. Adding a task: one file defining `<name>_task_type()` and one line here.
 std::vector<TaskType> register_builtin_tasks();
+
+/// The task registry (filled once from register_builtin_tasks()).
+const Registry<TaskType>& task_registry();
 
 }  // namespace hybridlab::tasks

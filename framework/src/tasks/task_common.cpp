@@ -203,9 +203,8 @@ int64_t longest_train_length(const Task& task) {
 
 const std::vector<TaskType>& task_types() {
   static const std::vector<TaskType> types = [] {
-    std::vector<TaskType> t = tasks::register_builtin_tasks();
-    std::sort(t.begin(), t.end(),
-              [](const TaskType& a, const TaskType& b) { return a.name < b.name; });
+    std::vector<TaskType> t;
+    for (const TaskType* type : tasks::task_registry().entries()) t.push_back(*type);
     return t;
   }();
   return types;
@@ -213,18 +212,14 @@ const std::vector<TaskType>& task_types() {
 
 std::shared_ptr<Task> read_task(Section s, const TaskContext& ctx) {
   const std::string name = s.required<std::string>("name");
-  std::vector<std::string> names;
-  for (const auto& t : task_types()) {
-    if (t.name == name) return s.has("mixture") ? tasks::read_mixture(s, t, ctx) : t.read(s, ctx);
-    names.push_back(t.name);
+  const Registry<TaskType>& registry = tasks::task_registry();
+  if (const TaskType* t = registry.find(name)) {
+    return s.has("mixture") ? tasks::read_mixture(s, *t, ctx) : t->read(s, ctx);
   }
   std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
   if (!name.empty()) {
-    const std::string near = nearest_key(name, names);
-    s.error("name", "unknown task '" + name + "'" +
-                        (near.empty() ? "" : "; did you mean '" + near + "'?") +
-                        " (tasks: " + list + ")");
+    s.error("name", registry.unknown(name));
   } else if (s.has("name")) {
     // `required` has already reported a missing name; an empty one must not pass as "no task".
     s.error("name", "is empty; name a task (tasks: " + list + ")");

@@ -425,6 +425,15 @@ TEST_CASE("model: schemes in the wrong place and past their length are build-tim
       CHECK_THAT(std::string(e.what()),
                  Catch::Contains("exp.yaml:3:") && Catch::Contains("model.position.scheme"));
     }
+    // FoX needs an attention layer's input and heads: as the input scheme, refused at its key.
+    try {
+      build("model:\n  layers: A\n  position: {scheme: fox}\n", *host);
+      FAIL("expected a ConfigError");
+    } catch (const ConfigError& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("exp.yaml:3:") &&
+                                            Catch::Contains("model.position.scheme") &&
+                                            Catch::Contains("model-level input scheme"));
+    }
     // NoPE as the input scheme is no input scheme: the same parameters and outputs.
     torch::manual_seed(7);
     auto none = build("model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n", *host);
