@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "hybridlab/error.h"
+#include "hybridlab/runtime.h"
 #include "layers/attention_tiled.h"
 #include "layers/gated_deltanet_kernels.h"
 #include "layers/linear_cpu.h"
@@ -200,6 +201,9 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
                                 const torch::Tensor& v_in, const torch::Tensor& q_pos,
                                 const torch::Tensor& k_pos, int64_t block_size, bool allow_fused,
                                 const SeparableBias& separable) {
+  // Scores, softmax and the bias hooks in the caller's dtype or fp32, never autocast to bf16
+  // (hybridlab/runtime.h); SDPA on a GPU takes bf16 q, k, v as they come.
+  NoAutocast no_autocast;
   const int64_t Tq = q.size(2), Tk = k_in.size(2);
   TORCH_CHECK(Tk >= Tq, "Attention::attend: fewer keys (", Tk, ") than queries (", Tq, ")");
   TORCH_CHECK(block_size > 0, "Attention::attend: block_size must be > 0");

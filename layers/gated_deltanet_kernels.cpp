@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "hybridlab/runtime.h"
 #include "layers/cpu_parallel.h"
 #include "layers/cpu_vector.h"
 
@@ -53,6 +54,7 @@ GatedDeltaResult recurrent_gated_delta_rule(const torch::Tensor& q_in, const tor
                                             const torch::Tensor& v_in, const torch::Tensor& g_in,
                                             const torch::Tensor& beta_in, double scale,
                                             const torch::Tensor& h0) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const GatedDeltaShapes s =
       check_gated_delta_shapes("recurrent_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
   const auto dt = compute_dtype(v_in);
@@ -82,6 +84,7 @@ GatedDeltaResult chunk_gated_delta_rule(const torch::Tensor& q_in, const torch::
                                         const torch::Tensor& v_in, const torch::Tensor& g_in,
                                         const torch::Tensor& beta_in, double scale,
                                         const torch::Tensor& h0, int64_t chunk_size, bool fused) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   if (fused && cpu::cpu_floating({q_in, k_in, v_in, g_in, beta_in, h0})) {
     if (cpu::grad_needed({q_in, k_in, v_in, g_in, beta_in, h0})) {
       return chunk_gated_delta_rule_fused(q_in, k_in, v_in, g_in, beta_in, scale, h0, chunk_size);
@@ -95,6 +98,7 @@ GatedDeltaResult chunk_gated_delta_rule_torch(const torch::Tensor& q_in, const t
                                               const torch::Tensor& v_in, const torch::Tensor& g_in,
                                               const torch::Tensor& beta_in, double scale,
                                               const torch::Tensor& h0, int64_t chunk_size) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const GatedDeltaShapes s =
       check_gated_delta_shapes("chunk_gated_delta_rule", q_in, k_in, v_in, g_in, beta_in, h0);
   TORCH_CHECK(chunk_size > 0, "chunk_gated_delta_rule: chunk_size must be > 0, got ", chunk_size);
@@ -181,6 +185,7 @@ GatedDeltaResult chunk_gated_delta_rule_torch(const torch::Tensor& q_in, const t
 
 torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
                                const torch::Tensor& dt_bias) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const auto dt = compute_dtype(a);
   const double max_float = std::numeric_limits<float>::max();
   const torch::Tensor A = A_log.to(dt).exp().clamp_max(max_float);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/runtime.h"
 
 namespace hybridlab {
 
@@ -49,6 +50,7 @@ GatedDeltaResult recurrent_kda(const torch::Tensor& q_in, const torch::Tensor& k
                                const torch::Tensor& v_in, const torch::Tensor& g_in,
                                const torch::Tensor& beta_in, double scale,
                                const torch::Tensor& h0) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const KdaShapes s = check_kda_shapes("recurrent_kda", q_in, k_in, v_in, g_in, beta_in, h0);
   const auto dt = kda_dtype(v_in);
   const torch::Tensor q = q_in.to(dt) * scale, k = k_in.to(dt), v = v_in.to(dt);
@@ -73,6 +75,7 @@ GatedDeltaResult chunk_kda(const torch::Tensor& q_in, const torch::Tensor& k_in,
                            const torch::Tensor& v_in, const torch::Tensor& g_in,
                            const torch::Tensor& beta_in, double scale, const torch::Tensor& h0,
                            int64_t chunk_size) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const KdaShapes s = check_kda_shapes("chunk_kda", q_in, k_in, v_in, g_in, beta_in, h0);
   TORCH_CHECK(chunk_size > 0, "chunk_kda: chunk_size must be > 0, got ", chunk_size);
   const auto dt = kda_dtype(v_in);

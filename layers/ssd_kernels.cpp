@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/runtime.h"
 
 namespace hybridlab {
 
@@ -50,6 +51,7 @@ torch::ScalarType ssd_dtype(const torch::Tensor& v) {
 GatedDeltaResult recurrent_ssd(const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, const torch::Tensor& a_in,
                                const torch::Tensor& h0) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const SsdShapes s = check_ssd_shapes("recurrent_ssd", q_in, k_in, v_in, a_in, h0);
   const auto dt = ssd_dtype(v_in);
   const torch::Tensor q = heads_from_groups(q_in.to(dt), s.G, s.H);
@@ -71,6 +73,7 @@ GatedDeltaResult recurrent_ssd(const torch::Tensor& q_in, const torch::Tensor& k
 GatedDeltaResult chunk_ssd(const torch::Tensor& q_in, const torch::Tensor& k_in,
                            const torch::Tensor& v_in, const torch::Tensor& a_in,
                            const torch::Tensor& h0, int64_t chunk_size) {
+  NoAutocast no_autocast;  // state, decays and gates in fp32 (hybridlab/runtime.h)
   const SsdShapes s = check_ssd_shapes("chunk_ssd", q_in, k_in, v_in, a_in, h0);
   TORCH_CHECK(chunk_size > 0, "chunk_ssd: chunk_size must be > 0, got ", chunk_size);
   const auto dt = ssd_dtype(v_in);

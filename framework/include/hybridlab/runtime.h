@@ -1,6 +1,7 @@
 #pragma once
 // Runtime settings: threads, device, seed (the `runtime:` section).
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -10,24 +11,70 @@
 
 namespace hybridlab {
 
+/// runtime.precision: the arithmetic of the training forward pass.
+enum class Precision {
+  kFp32,  ///< fp32 everywhere (the default)
+  kTf32,  ///< fp32 tensors, TF32 matmuls and convolutions (CUDA only)
+  kBf16,  ///< bf16 autocast of the training forward pass over fp32 weights and optimizer state
+};
+
+/// "fp32", "tf32" or "bf16".
+std::string precision_name(Precision p);
+
 struct RuntimeOptions {
   int threads = 0;             ///< intra-op threads; 0 = all cores ("auto" in YAML)
   int interop_threads = 0;     ///< inter-op threads; 0 = LibTorch's default
   std::string device = "cpu";  ///< "cpu", "cuda" or "cuda:N"
   int64_t seed = 0;            ///< global seed (torch::manual_seed), per-run seeds derive from it
   std::string device_where;    ///< where `device` was set ("file:line:col"), for messages
+  Precision precision = Precision::kFp32;  ///< runtime.precision
 };
 
-/// Reads `runtime:` (threads: auto|N, interop_threads, device: cpu|cuda[:N], seed).
+/// Reads `runtime:` (threads: auto|N, interop_threads, device: cpu|cuda[:N], seed, precision:
+/// fp32|tf32|bf16). `tf32` with a CPU device is an error at the precision key (TF32 is a CUDA
+/// matmul mode).
 RuntimeOptions read_runtime_options(Section s);
 
 /// Applies threads (at::set_num_threads, and the same count to OpenBLAS, whose own thread pool
-/// LibTorch does not size) and the seed. Call once, before any tensor work.
+/// LibTorch does not size), the seed, and TF32 matmuls on or off (precision tf32 or not). Call
+/// once, before any tensor work.
 /// Throws UserError when a CUDA device is asked for and none is available.
 void apply_runtime(const RuntimeOptions& opts);
 
 /// The torch::Device for opts.device. Throws UserError when CUDA is asked for and absent.
 torch::Device runtime_device(const RuntimeOptions& opts);
+
+/// The training forward pass's precision while alive (RAII; a scope must not span a backward
+/// pass, which runs in the dtypes its forward recorded). kBf16: LibTorch's autocast on `device`
+/// with bfloat16 (on the CPU where LibTorch supports it, 1.10 and later): matmuls, linear layers
+/// and convolutions run in bf16 over the fp32 weights, everything else keeps its dtype. kFp32 and
+/// kTf32: nothing (TF32 is a global switch, apply_runtime). Kernels that must stay in fp32 (the
+/// recurrent state, decays and gates of the mixers, attention scores) hold a NoAutocast guard.
+/// Sources: PyTorch AMP (torch.autocast; "autocast should wrap only the forward pass(es) of your
+/// network, including the loss computation"), fla's fp32 gate cumulative sums and state.
+class AutocastScope {
+ public:
+  AutocastScope(Precision precision, const torch::Device& device);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  bool cuda_ = false;
+  bool was_enabled_ = false;
+  c10::ScalarType was_dtype_ = c10::ScalarType::Float;
+};
+
+/// Turns autocast off for the current thread while alive (both devices): the mixer and attention
+/// kernels compute their state, decays and scores in fp32 whatever the caller's autocast.
+class NoAutocast {
+ public:
+  NoAutocast() = default;
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_{c10::autocast_dispatch_keyset};
+};
 
 /// Number of hardware cores (std::thread::hardware_concurrency, at least 1).
 int hardware_threads();

@@ -2,7 +2,9 @@
 
 #include "hybridlab/runtime.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -53,8 +55,82 @@ RuntimeOptions read_runtime_options(Section s) {
           "expected 'cpu', 'cuda' or 'cuda:N', got '" + o.device + "'");
   o.seed = s.get<int64_t>("seed", 0);
   s.check(o.seed >= 0, "seed", "must be >= 0");
+  const std::string precision = s.get<std::string>("precision", "fp32");
+  if (precision == "tf32") {
+    o.precision = Precision::kTf32;
+    s.check(o.device.rfind("cuda", 0) == 0, "precision",
+            "tf32 is a CUDA matmul mode (TF32 tensor cores); on the CPU use fp32 or bf16");
+  } else if (precision == "bf16") {
+    o.precision = Precision::kBf16;
+  } else {
+    s.check(precision == "fp32", "precision",
+            "expected fp32, tf32 (CUDA: TF32 matmuls) or bf16 (autocast over fp32 weights), got '" +
+                precision + "'");
+  }
   s.finish();
   return o;
+}
+
+std::string precision_name(Precision p) {
+  switch (p) {
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+// LibTorch 2.4 replaced the per-device autocast setters by ones taking the device type.
+#if defined(TORCH_VERSION_MAJOR) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+#define HYBRIDLAB_AUTOCAST_BY_DEVICE_TYPE 1
+#endif
+
+AutocastScope::AutocastScope(Precision precision, const torch::Device& device) {
+  if (precision != Precision::kBf16) return;
+  active_ = true;
+  cuda_ = device.is_cuda();
+#ifdef HYBRIDLAB_AUTOCAST_BY_DEVICE_TYPE
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  was_enabled_ = at::autocast::is_autocast_enabled(type);
+  was_dtype_ = at::autocast::get_autocast_dtype(type);
+  at::autocast::set_autocast_dtype(type, at::kBFloat16);
+  at::autocast::set_autocast_enabled(type, true);
+#else
+  was_enabled_ = cuda_ ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+  was_dtype_ =
+      cuda_ ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+  if (cuda_) {
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  }
+#endif
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // The cast weights are cached for the scope's life; drop them with the outermost scope.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#ifdef HYBRIDLAB_AUTOCAST_BY_DEVICE_TYPE
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_enabled(type, was_enabled_);
+  at::autocast::set_autocast_dtype(type, was_dtype_);
+#else
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(was_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+#endif
 }
 
 torch::Device runtime_device(const RuntimeOptions& opts) {
@@ -77,6 +153,11 @@ torch::Device runtime_device(const RuntimeOptions& opts) {
 void apply_runtime(const RuntimeOptions& opts) {
   runtime_device(opts);  // fail early on an absent GPU
   prepare_process();
+  // TF32 matmuls and convolutions for precision tf32 (a CUDA mode; the reader refuses it on the
+  // CPU), and explicitly off otherwise: LibTorch's default differs between versions.
+  const bool tf32 = opts.precision == Precision::kTf32;
+  at::globalContext().setAllowTF32CuBLAS(tf32);
+  at::globalContext().setAllowTF32CuDNN(tf32);
   if (const std::string faster = select_blas_kernels().faster; !faster.empty()) {
     static std::once_flag told;
     std::call_once(told, [&faster] {

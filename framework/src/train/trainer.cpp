@@ -24,6 +24,7 @@
 
 #include "hybridlab/evaluator.h"
 #include "hybridlab/run_record.h"
+#include "hybridlab/runtime.h"
 #include "train/progress.h"
 #include "util/atomic_file.h"
 
@@ -374,18 +375,23 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     tokens = tokens.to(device);
     targets = targets.to(device);
     const auto t1 = Clock::now();
-    const torch::Tensor logits = model.forward(tokens);
-    if (step == start && logits.size(-1) < vocab) {
-      throw ConfigError(
-          fmt::format("model.vocab_size is {} but task {} uses {} token ids; set "
-                      "model.vocab_size >= {}",
-                      logits.size(-1), task.name(), vocab, vocab));
+    torch::Tensor loss;
+    {
+      // runtime.precision bf16: the forward and the loss under autocast, the backward outside.
+      const AutocastScope precision(exp.runtime.precision, device);
+      const torch::Tensor logits = model.forward(tokens);
+      if (step == start && logits.size(-1) < vocab) {
+        throw ConfigError(
+            fmt::format("model.vocab_size is {} but task {} uses {} token ids; set "
+                        "model.vocab_size >= {}",
+                        logits.size(-1), task.name(), vocab, vocab));
+      }
+      namespace F = torch::nn::functional;
+      auto ce = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex);
+      if (parallel) ce.reduction(torch::kSum);
+      loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                              targets.reshape({-1}), ce);
     }
-    namespace F = torch::nn::functional;
-    auto ce = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex);
-    if (parallel) ce.reduction(torch::kSum);
-    torch::Tensor loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
-                                          targets.reshape({-1}), ce);
     if (parallel) loss = loss / static_cast<double>(std::max<int64_t>(scored, 1));
     loss.backward();
     double loss_v = loss.item<double>();

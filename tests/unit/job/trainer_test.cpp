@@ -12,6 +12,7 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 #include "job_support.h"
 
@@ -118,6 +119,96 @@ TEST_CASE("training learns: mqar loss falls on a tiny model", "[job][train]") {
   std::getline(in, first);
   const auto j = nlohmann::json::parse(first);
   for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s"}) REQUIRE(j.contains(k));
+}
+
+TEST_CASE("precision bf16: autocast in the forward only, kernels in fp32, loss follows fp32's",
+          "[job][train][precision]") {
+  // The scope: a linear layer runs in bf16 inside it and fp32 outside; NoAutocast inside it keeps
+  // fp32 (the mixers' state and attention scores); fp32 and tf32 scopes change nothing.
+  torch::nn::Linear lin(8, 4);
+  const torch::Tensor x = torch::randn({2, 8});
+  {
+    const AutocastScope bf16(Precision::kBf16, torch::kCPU);
+    REQUIRE(lin(x).scalar_type() == torch::kBFloat16);
+    {
+      const NoAutocast fp32;
+      REQUIRE(lin(x).scalar_type() == torch::kFloat);
+    }
+    REQUIRE(lin(x).scalar_type() == torch::kBFloat16);
+  }
+  REQUIRE(lin(x).scalar_type() == torch::kFloat);
+  {
+    const AutocastScope fp32(Precision::kFp32, torch::kCPU);
+    REQUIRE(lin(x).scalar_type() == torch::kFloat);
+  }
+
+  // Training: the tiny GA hybrid on MQAR for 200 steps in fp32 and in bf16 from the same init and
+  // data. bf16 rounds the matmuls' inputs to 8 bits of mantissa (relative 2^-9 = 0.002 per
+  // operand), so the two losses drift apart but must learn alike (tolerance below).
+  auto with_runtime = [](std::string yaml, const std::string& runtime) {
+    const std::string plain = "runtime: {threads: 1}";
+    return yaml.replace(yaml.find(plain), plain.size(), "runtime: " + runtime);
+  };
+  auto run = [&](const std::string& precision, const std::string& dir) {
+    const Experiment e = read_experiment(Config::parse(with_runtime(
+        jobtest::tiny_experiment(
+            "{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}",
+            "train: {steps: 200, batch_size: 8, lr: 0.01, warmup_steps: 10, log_every: 10}\n"
+            "eval: {lengths: [32], examples: 8}\n"),
+        "{threads: 1, precision: " + precision + "}")));
+    REQUIRE(precision_name(e.runtime.precision) == precision);
+    std::unique_ptr<PluginHost> h;
+    auto m = model_for(e, h);
+    e.task->prepare({32, 64});
+    TrainerHooks q;
+    q.quiet = true;
+    train(*m, *e.task, e, dir, q);
+    std::vector<double> losses;
+    for (const std::string& l : loss_lines(dir))
+      losses.push_back(std::stod(l.substr(l.find(':') + 1)));
+    return losses;
+  };
+  jobtest::TempDir a, b;
+  const std::vector<double> fp32 = run("fp32", a.str()), bf16 = run("bf16", b.str());
+  REQUIRE(fp32.size() == bf16.size());
+  REQUIRE(fp32.size() >= 10u);
+  double worst = 0, mean = 0;
+  for (size_t i = 0; i < fp32.size(); ++i) {
+    worst = std::max(worst, std::abs(fp32[i] - bf16[i]));
+    mean += std::abs(fp32[i] - bf16[i]) / static_cast<double>(fp32.size());
+  }
+  INFO("fp32 " << fp32.front() << " -> " << fp32.back() << ", bf16 " << bf16.front() << " -> "
+               << bf16.back() << ", largest gap " << worst << ", mean gap " << mean);
+  REQUIRE(fp32[0] != bf16[0]);                  // bf16 did run: the first losses differ
+  REQUIRE(std::abs(fp32[0] - bf16[0]) < 0.01);  // ... by rounding only
+  REQUIRE(bf16.back() < bf16.front() - 0.3);    // it learns
+  // ... and follows the fp32 curve: the same final loss, and on average within 0.05 nats (MQAR's
+  // loss falls in steps, so a step taken a few updates apart shows as one larger gap).
+  REQUIRE(std::abs(fp32.back() - bf16.back()) < 0.05);
+  REQUIRE(mean < 0.05);
+  REQUIRE(worst < 0.25);
+}
+
+TEST_CASE("precision: tf32 on the CPU and an unknown precision are errors at their key",
+          "[job][train][precision]") {
+  auto error = [](const std::string& runtime) {
+    std::string yaml =
+        jobtest::tiny_experiment("{name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}");
+    const std::string plain = "runtime: {threads: 1}";
+    yaml.replace(yaml.find(plain), plain.size(), "runtime: " + runtime);
+    try {
+      read_experiment(Config::parse(yaml, "exp.yaml"));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error("{precision: tf32}"), Catch::Contains("exp.yaml:") &&
+                                             Catch::Contains("runtime.precision") &&
+                                             Catch::Contains("tf32 is a CUDA matmul mode"));
+  CHECK_THAT(error("{precision: fp16}"),
+             Catch::Contains("runtime.precision") && Catch::Contains("expected fp32, tf32"));
+  CHECK(error("{precision: bf16}").empty());
 }
 
 TEST_CASE("divergence: a NaN loss stops with the step and the last good checkpoint",
