@@ -228,11 +228,8 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const int64_t n_cached = Tk - Tq;
   const int64_t W = active_window();
   const bool causal = opts_.causal;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  const uint32_t hooks = active_hooks();
   const bool need_scores =
-      (hooks & (kHookLogitBias | kHookRelative)) != 0 || separable.defined() || probe_;
-  const bool low_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
+      (active_hooks() & (kHookLogitBias | kHookRelative)) != 0 || separable.defined() || probe_;
 
   // Without autograd (evaluation, prefill), query blocks small enough that one block's scores
   // stay under kEvalScoreBlockBytes: glibc maps every allocation past its mmap threshold (at most
@@ -273,44 +270,56 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     (void)allow_fused;
     (void)need_scores;
 #endif
-    // On the CPU, batch entries spread over the threads (matmul_cpu); elsewhere LibTorch's.
-    torch::Tensor scores =
-        matmul_cpu_applies(qb, kb, true)
-            ? matmul_cpu(qb, kb, /*trans_b=*/true)
-            : torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
-                            (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
-    if (hooks & kHookRelative) {
-      scores = scores + checked_relative_logits(*scheme_, qb, qpb, kpb, scores.scalar_type())
-                            .to(scores.scalar_type());
+    torch::Tensor separable_tile;  // query_i + key_j, added as the tiled path does (one sum)
+    if (separable.defined()) {
+      separable_tile = separable.query.narrow(2, q0, q1 - q0).unsqueeze(-1) +
+                       separable.key.narrow(2, k_begin, k_end - k_begin).unsqueeze(-2);
     }
-    scores = scores * scale;
-    if (hooks & kHookLogitBias) {
-      scores = scores + checked_logit_bias(*scheme_, qpb, kpb, n_heads_, q.scalar_type(),
-                                           scores.scalar_type(), q.device())
-                            .to(scores.scalar_type())
-                            .unsqueeze(0);
-    }
-    if (separable.defined()) {  // query_i + key_j, added as the tiled path does (one tile sum)
-      scores = scores + (separable.query.narrow(2, q0, q1 - q0).unsqueeze(-1) +
-                         separable.key.narrow(2, k_begin, k_end - k_begin).unsqueeze(-2))
-                            .to(scores.scalar_type());
-    }
-    if (visible.defined()) {
-      scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
-    }
-    const torch::Tensor probs = torch::softmax(scores, -1);
-    if (probe_) probe_(probs, qpb, kpb);
-    torch::Tensor ob = matmul_cpu_applies(probs, vb, false)
-                           ? matmul_cpu(probs, vb, /*trans_b=*/false)
-                           : torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
-    if (hooks & kHookRelative) {
-      const torch::Tensor rv =
-          checked_relative_values(*scheme_, probs, qpb, kpb, head_dim_, q.scalar_type());
-      if (rv.defined()) ob = ob + rv.to(ob.scalar_type());
-    }
-    outs.push_back(ob.to(q.scalar_type()));
+    outs.push_back(reference_block(qb, kb, vb, qpb, kpb, visible, separable_tile));
   }
   return outs.size() == 1 ? outs[0] : torch::cat(outs, 2);
+}
+
+torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::Tensor& kb,
+                                         const torch::Tensor& vb, const torch::Tensor& qpb,
+                                         const torch::Tensor& kpb, const torch::Tensor& visible,
+                                         const torch::Tensor& separable_tile) {
+  const uint32_t hooks = active_hooks();
+  const bool low_precision =
+      qb.scalar_type() == torch::kHalf || qb.scalar_type() == torch::kBFloat16;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  // On the CPU, batch entries spread over the threads (matmul_cpu); elsewhere LibTorch's.
+  torch::Tensor scores =
+      matmul_cpu_applies(qb, kb, true)
+          ? matmul_cpu(qb, kb, /*trans_b=*/true)
+          : torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
+                          (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
+  if (hooks & kHookRelative) {
+    scores = scores + checked_relative_logits(*scheme_, qb, qpb, kpb, scores.scalar_type())
+                          .to(scores.scalar_type());
+  }
+  scores = scores * scale;
+  if (hooks & kHookLogitBias) {
+    scores = scores + checked_logit_bias(*scheme_, qpb, kpb, n_heads_, qb.scalar_type(),
+                                         scores.scalar_type(), qb.device())
+                          .to(scores.scalar_type())
+                          .unsqueeze(0);
+  }
+  if (separable_tile.defined()) scores = scores + separable_tile.to(scores.scalar_type());
+  if (visible.defined()) {
+    scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  const torch::Tensor probs = torch::softmax(scores, -1);
+  if (probe_) probe_(probs, qpb, kpb);
+  torch::Tensor ob = matmul_cpu_applies(probs, vb, false)
+                         ? matmul_cpu(probs, vb, /*trans_b=*/false)
+                         : torch::matmul(probs, low_precision ? vb.to(torch::kFloat) : vb);
+  if (hooks & kHookRelative) {
+    const torch::Tensor rv =
+        checked_relative_values(*scheme_, probs, qpb, kpb, head_dim_, qb.scalar_type());
+    if (rv.defined()) ob = ob + rv.to(ob.scalar_type());
+  }
+  return ob.to(qb.scalar_type());
 }
 
 MixerInfo Attention::info(int64_t length) const {

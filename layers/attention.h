@@ -155,6 +155,14 @@ class Attention : public Mixer {
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<RMSNorm> q_norm, k_norm;
   torch::Tensor q_conv, k_conv, v_conv;  ///< short-convolution weights [C,1,conv_size]
+  /// One query block of attend()'s reference path: scores qb·kbᵀ (+ relative logits), scaled,
+  /// + logit bias + `separable_tile` [B,H,bq,bk] (or undefined), masked by `visible`, softmax (the
+  /// probe sees it), times vb (+ relative values). qb [B,H,bq,Dh], kb and vb [B,H,bk,Dh] (kv
+  /// heads already repeated). Returns [B,H,bq,Dh] in qb's dtype.
+  torch::Tensor reference_block(const torch::Tensor& qb, const torch::Tensor& kb,
+                                const torch::Tensor& vb, const torch::Tensor& qpb,
+                                const torch::Tensor& kpb, const torch::Tensor& visible,
+                                const torch::Tensor& separable_tile);
   /// q [B,T,H*Dh], k and v [B,T,Hkv*Dh] through the short convolution (a no-op without it),
   /// continuing and updating the cache's convolution history when `cache` is set.
   void convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, AttentionCache* cache);
