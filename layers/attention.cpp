@@ -347,6 +347,8 @@ MixerInfo Attention::info(int64_t length) const {
   const int64_t conv_width = (n_heads_ + 2 * n_kv_heads_) * head_dim_;
   const bool conv = opts_.use_short_conv;
   m.state_floats = conv ? (opts_.conv_size - 1) * conv_width : 0;
+  // A data_bias scheme's key terms: the cache keeps one per key and head beside the key.
+  if (hooks_ & kHookDataBias) m.kv_floats_per_token += n_heads_;
   // The scheme's own work, when it counts it (kHookFlops, plugin API v2).
   const double scheme = (hooks_ & kHookFlops) ? scheme_->flops_per_token(length, keys) : 0.0;
   m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys +

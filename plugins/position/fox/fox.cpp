@@ -20,6 +20,8 @@
 // The "Pro" block's other parts are attention options: qk_norm, output_gate, use_short_conv
 // (docs/position-schemes.md).
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "hybridlab/position.h"
@@ -136,17 +138,30 @@ class Fox : public hybridlab::PositionScheme {
     params.check(ctx.n_heads > 0 && ctx.d_model > 0, "scheme",
                  "FoX needs an attention layer's input and heads (d_model, n_heads); it cannot be "
                  "the model-level input scheme");
+    params.check(ctx.n_heads <= 0 || ctx.causal, "scheme",
+                 "FoX's forget gate decays the past (D_ij sums the gates from key j to query i, "
+                 "for j <= i only); with bidirectional attention future keys would get no decay "
+                 "at all: use it with causal attention");
+    // Keys the chosen gate does not read are refused, so that a setting never looks applied.
+    const bool data = gate == "data";
+    for (const char* key : {"tau_min", "tau_max"}) {
+      params.check(!(data && params.has(key)), key,
+                   "applies only to gate: bias_only or fixed (the data gate's bias starts at "
+                   "bias_init); set gate, or remove it");
+    }
+    params.check(data || !params.has("bias_init"), "bias_init",
+                 "applies only to gate: data (bias_only and fixed start from tau_min..tau_max); "
+                 "remove it");
     params.check(gate == "data" || gate == "bias_only" || gate == "fixed", "gate",
                  "expected data (σ(w·x + b), the paper's), bias_only (a learned b per head) or "
                  "fixed (b not learned), got '" +
                      gate + "'");
     params.check(std::isfinite(o.bias_init), "bias_init",
-                 "must be a finite number, got " + std::to_string(o.bias_init));
+                 fmt::format("must be a finite number, got {}", o.bias_init));
     params.check(std::isfinite(o.tau_min) && o.tau_min > 0, "tau_min",
-                 "must be a finite number of tokens > 0, got " + std::to_string(o.tau_min));
+                 fmt::format("must be a finite number of tokens > 0, got {}", o.tau_min));
     params.check(std::isfinite(o.tau_max) && o.tau_max >= o.tau_min, "tau_max",
-                 "must be finite and >= tau_min (" + std::to_string(o.tau_min) + "), got " +
-                     std::to_string(o.tau_max));
+                 fmt::format("must be finite and >= tau_min ({}), got {}", o.tau_min, o.tau_max));
     params.done();
     o.gate = gate == "bias_only" ? Gate::kBiasOnly : gate == "fixed" ? Gate::kFixed : Gate::kData;
     return std::make_shared<Fox>(o, ctx.d_model, ctx.n_heads);

@@ -297,6 +297,16 @@ TEST_CASE("fox: bad settings and the model-level input name the key", "[position
   CHECK_THAT(config_error("{tau_min: 0}", ctx), Catch::Contains("tau_min"));
   CHECK_THAT(config_error("{bias_init: .nan}", ctx), Catch::Contains("bias_init"));
   CHECK_THAT(config_error("{rope_theta: 10000}", ctx), Catch::Contains("rope_theta"));
+  // Keys the chosen gate does not read never look applied.
+  CHECK_THAT(config_error("{tau_min: 2, tau_max: 8}", ctx),
+             Catch::Contains("tau_min") && Catch::Contains("applies only to gate: bias_only"));
+  CHECK_THAT(config_error("{gate: fixed, bias_init: 3}", ctx),
+             Catch::Contains("bias_init") && Catch::Contains("applies only to gate: data"));
+  CHECK(config_error("{gate: bias_only, tau_min: 2, tau_max: 8}", ctx).empty());
+  // Bidirectional attention: future keys would get no decay.
+  PositionContext bidirectional = ctx;
+  bidirectional.causal = false;
+  CHECK_THAT(config_error("{}", bidirectional), Catch::Contains("causal attention"));
   PositionContext input = ctx;  // the model-level scheme: no heads, no layer input of its own
   input.n_heads = 0;
   input.n_kv_heads = 0;

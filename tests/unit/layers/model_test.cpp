@@ -255,6 +255,8 @@ TEST_CASE("model summary: FoX's gate and the rotary schemes' work count in param
   // 5·H for ln σ and the running sum, 2·H per key for the two terms (plugins/position/fox).
   const auto fox = summary("{scheme: fox}");
   REQUIRE(fox.mixer_parameters == 4 * D * D + H * D + H);
+  // ... and its cache keeps one key term per key and head beside k and v.
+  REQUIRE(fox.kv_floats_per_token == 2 * H * Dh + H);
   REQUIRE(fox.flops_per_token == Approx(base + 2.0 * D * H + 5.0 * H + 2.0 * H * keys));
   // The fixed gate: no parameters, no projection.
   const auto fixed = summary("{scheme: fox, gate: fixed}");
