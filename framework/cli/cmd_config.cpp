@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "hybridlab/run.h"
 
 namespace hybridlab::cli {
 
@@ -22,7 +23,7 @@ void add_config_command(CLI::App& app) {
   show->add_option("experiment", args->file, "Experiment YAML file")->required();
   show->add_option("overrides", args->overrides, "Dotted overrides, e.g. model.d_model=512");
   show->callback([args] {
-    Config cfg = load_config_with_overrides(args->file, args->overrides);
+    Config cfg = load_experiment_config(args->file, args->overrides);
     validate_experiment_config(cfg);
     std::cout << cfg.resolved_yaml();
   });

@@ -13,6 +13,7 @@
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
+#include "hybridlab/run.h"
 #include "hybridlab/task.h"
 #include "run/build.h"
 
@@ -133,7 +134,7 @@ void add_model_command(CLI::App& app) {
                    "Count FLOPs at this length (default: task.seq_len, else 2048)")
       ->check(integer_in(1, int64_t{1} << 40));
   summary->callback([args] {
-    Config cfg = load_config_with_overrides(args->file, args->overrides);
+    Config cfg = load_experiment_config(args->file, args->overrides);
     follow_task_vocab(cfg);
     auto opts = read_model_options(cfg.section("model"));
     cfg.raise_errors();

@@ -13,10 +13,6 @@
 
 namespace hybridlab::cli {
 
-/// Loads EXPERIMENT.yaml (following `extends:`) and applies `key=value` overrides in order.
-Config load_config_with_overrides(const std::string& path,
-                                  const std::vector<std::string>& overrides);
-
 /// Reads every section of an experiment config strictly (filling Config::resolved()) and throws
 /// one ConfigError listing every problem. Implemented in validate.cpp.
 void validate_experiment_config(Config& cfg);

@@ -90,6 +90,34 @@ TEST_CASE("cli numbers: each is read as the config reads it, within its range, o
   CHECK(r.out.size() < 400);
 }
 
+TEST_CASE("an override of a key the sweep varies is refused at the sweep's line",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "exp.yaml";
+  write_experiment(exp);
+  std::ofstream(exp, std::ios::app)
+      << "sweep:\n  grid:\n    model.layers: [GA, AA]\n"
+         "  zip:\n    model.attention.position: [{scheme: rope}, {scheme: nope}]\n"
+         "  seeds: [0, 1]\n";
+  const std::string base = "sweep list " + q(exp) + " --runs-dir " + q(tmp.path / "runs") + " ";
+  // The override would be set again by every variant: refused, naming the sweep's line.
+  refused(base + "model.layers=GG",
+          "exp.yaml:12:5: override 'model.layers=GG': model.layers is "
+          "varied by the sweep");
+  refused(base + "model.attention.position.scheme=alibi",
+          "exp.yaml:14:5: override 'model.attention.position.scheme=alibi'");
+  refused(base + "model.attention={n_heads: 4}", "model.attention.position is varied");
+  refused(base + "train.seed=7", "train.seed is varied by the sweep");
+  refused("run " + q(exp) + " --runs-dir " + q(tmp.path / "runs") + " model.layers=GG",
+          "would be discarded");
+  CHECK_FALSE(fs::exists(tmp.path / "runs"));
+  // Keys the sweep leaves alone are fine.
+  const Result ok = cli(base + "train.steps=3");
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("8 run(s)"));
+}
+
 TEST_CASE("eval --variant: values are read as the file reads them", "[integration][inputs]") {
   Tmp tmp;
   const fs::path run = trained_run(tmp.path);

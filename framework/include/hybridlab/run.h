@@ -150,7 +150,10 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts = {}
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths = {},
                      const std::vector<EvalVariant>& variants = {});
 
-/// Loads `path` and applies `key=value` overrides in order.
+/// Loads `path` (following `extends:`) and applies `key=value` overrides in order. Throws
+/// ConfigError located at the sweep's line for an override of a key the sweep varies (a grid, zip
+/// or tune key, a key inside or holding one, or train.seed beside `seeds:`): every variant would
+/// set it again and the override would be discarded unseen.
 Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace hybridlab

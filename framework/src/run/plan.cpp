@@ -144,9 +144,60 @@ RunPlan prepare_run_folder(const RunFolder& folder, const std::string& source,
   return plan;
 }
 
+namespace {
+
+// The keys the `sweep:` section varies (grid, zip, tune), each with where it is written.
+std::vector<std::pair<std::string, Location>> swept_keys(const Config& cfg) {
+  std::vector<std::pair<std::string, Location>> out;
+  // `path`: the map's dotted path, under which the config indexes its keys' locations.
+  auto add_map = [&](const YAML::Node& m, const std::string& path) {
+    if (!m.IsDefined() || !m.IsMap()) return;  // a missing key reads as an invalid node
+    for (const auto& kv : m) {
+      const std::string key = kv.first.Scalar();
+      out.emplace_back(key, cfg.location(path + "." + key));
+    }
+  };
+  const YAML::Node sweep = cfg.lookup("sweep");
+  if (!sweep.IsDefined() || !sweep.IsMap()) return out;
+  add_map(sweep["grid"], "sweep.grid");
+  add_map(sweep["tune"], "sweep.tune");
+  const YAML::Node zip = sweep["zip"];
+  if (zip.IsDefined() && zip.IsSequence()) {
+    for (size_t i = 0; i < zip.size(); ++i) add_map(zip[i], "sweep.zip." + std::to_string(i));
+  } else {
+    add_map(zip, "sweep.zip");
+  }
+  if (sweep["seeds"].IsDefined()) out.emplace_back("train.seed", cfg.location("sweep.seeds"));
+  return out;
+}
+
+// Whether key `a` is `b`, inside it or holds it (dotted paths).
+bool overlaps(const std::string& a, const std::string& b) {
+  auto within = [](const std::string& inner, const std::string& outer) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+           inner[outer.size()] == '.';
+  };
+  return a == b || within(a, b) || within(b, a);
+}
+
+}  // namespace
+
 Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config cfg = Config::load(path);
-  for (const auto& o : overrides) cfg.apply_override(o);
+  const auto swept = swept_keys(cfg);
+  for (const auto& o : overrides) {
+    // A swept key is set again in every variant: an override of it would be discarded unseen.
+    const std::string key = o.substr(0, o.find('='));
+    for (const auto& [k, where] : swept) {
+      if (overlaps(key, k)) {
+        throw ConfigError(where.str() + ": override '" + o + "': " + k +
+                          " is varied by the sweep, which sets it in every variant, so the "
+                          "override would be discarded; edit the sweep instead (or run one "
+                          "variant with --only)");
+      }
+    }
+    cfg.apply_override(o);
+  }
   return cfg;
 }
 
