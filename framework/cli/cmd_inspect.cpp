@@ -59,6 +59,19 @@ void run_inspect_position(const InspectPositionArgs& a) {
   Section params = cfg.section("position");
   PluginHost host(a.plugin_paths);
   std::shared_ptr<PositionScheme> scheme = host.create(a.scheme, params, ctx);
+  // A bias scheme's tables are [L, L] per head, in memory and as CSV text (~10 bytes a value):
+  // refuse sizes that cannot be held or read rather than fail inside an allocation.
+  constexpr double kMaxTableValues = double(int64_t{1} << 28);
+  const double values = double(a.heads) * double(a.length) * double(a.length);
+  if ((scheme->hooks() & (kHookLogitBias | kHookRelative | kHookDataBias)) &&
+      values > kMaxTableValues) {
+    throw UserError(fmt::format(
+        "--length {} with --heads {} makes [L, L] tables of {:.3g} values in all ({:.1f} GiB of "
+        "floats, about {:.0f} GiB of CSV); inspect at most {:.3g} values: lower --length or "
+        "--heads",
+        a.length, a.heads, values, values * 4 / double(1 << 30), values * 10 / double(1 << 30),
+        kMaxTableValues));
+  }
 
   const std::string out = a.out.empty() ? "inspect_" + scheme->name() : a.out;
   std::vector<PositionTable> tables;

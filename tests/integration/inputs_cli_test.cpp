@@ -84,6 +84,11 @@ TEST_CASE("cli numbers: each is read as the config reads it, within its range, o
   refused("analyze " + dir + " --tolerance nan", "--tolerance: 'nan' is not a number >= 0");
   refused("inspect position --scheme rope --length 99999999999",
           "--length: '99999999999' is not an integer from 1 to 1073741824");
+  // A length whose [L, L] tables cannot be held: refused before any allocation.
+  refused("inspect position --scheme fox --length 20000 --heads 2 --no-plots --out " +
+              q(tmp.path / "insp"),
+          "--length 20000 with --heads 2 makes [L, L] tables of 8e+08 values");
+  CHECK_FALSE(fs::exists(tmp.path / "insp"));
   // A pasted megabyte is quoted short.
   const Result r = cli("eval " + dir + " --lengths " + std::string(5000, '9'));
   CHECK(r.code == 2);
