@@ -292,6 +292,128 @@ void evaluate_during_training(LanguageModel& model, Task& task, const Experiment
   model.train();
 }
 
+// This rank's share of one global batch, on `device`; `scored` counts the scored tokens of the
+// whole global batch (data parallel: the loss is summed per rank and divided by it).
+struct StepBatch {
+  torch::Tensor tokens, targets;
+  int64_t global_tokens = 0;
+  int64_t scored = 0;
+};
+
+StepBatch step_batch(Task& task, const TrainOptions& o, int64_t step, int64_t rank, int64_t world,
+                     const torch::Device& device) {
+  const Batch b = task.train_batch(step, o.batch_size, static_cast<uint64_t>(o.seed));
+  StepBatch out{b.tokens, b.targets, b.tokens.numel(), 0};
+  if (world > 1) {
+    out.scored = (b.targets != kIgnoreIndex).sum().item<int64_t>();
+    const int64_t rows = o.batch_size / world;
+    out.tokens = out.tokens.narrow(0, rank * rows, rows);
+    out.targets = out.targets.narrow(0, rank * rows, rows);
+  }
+  out.tokens = out.tokens.to(device);
+  out.targets = out.targets.to(device);
+  return out;
+}
+
+// The training loss of one batch: the forward pass and the cross entropy in runtime.precision
+// (bf16: under autocast; the backward runs outside the scope). `check_vocab`: refuse a model
+// whose vocabulary is smaller than the task's (checked on the first step). Data parallel: the
+// summed loss over the global batch's scored tokens.
+torch::Tensor batch_loss(LanguageModel& model, const Task& task, const StepBatch& b,
+                         const Experiment& exp, const torch::Device& device, bool parallel,
+                         bool check_vocab) {
+  torch::Tensor loss;
+  {
+    const AutocastScope precision(exp.runtime.precision, device);
+    const torch::Tensor logits = model.forward(b.tokens);
+    if (check_vocab && logits.size(-1) < task.vocab_size()) {
+      throw ConfigError(fmt::format(
+          "model.vocab_size is {} but task {} uses {} token ids; set model.vocab_size >= {}",
+          logits.size(-1), task.name(), task.vocab_size(), task.vocab_size()));
+    }
+    namespace F = torch::nn::functional;
+    auto ce = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex);
+    if (parallel) ce.reduction(torch::kSum);
+    loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                            b.targets.reshape({-1}), ce);
+  }
+  if (parallel) loss = loss / static_cast<double>(std::max<int64_t>(b.scored, 1));
+  return loss;
+}
+
+// Clips the gradients to train.grad_clip, sets the step's learning rate, steps the optimizer and
+// clears the gradients. Returns {gradient norm before clipping, learning rate}.
+std::pair<double, double> apply_update(torch::optim::Optimizer& opt,
+                                       const std::vector<torch::Tensor>& params,
+                                       const TrainOptions& o, int64_t step) {
+  const double max_norm = o.grad_clip > 0 ? o.grad_clip : std::numeric_limits<double>::infinity();
+  const double grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
+  const double lr = learning_rate(o, step);
+  for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  opt.step();
+  opt.zero_grad();
+  return {grad_norm, lr};
+}
+
+// The loss of the whole global batch and, data parallel, whether any rank was asked to stop (set
+// in `stop_agreed`): the gradients are reduced first, then loss and stop flag summed over the
+// ranks.
+double global_loss(const torch::Tensor& loss, GradientReducer* reducer, ProcessGroup* group,
+                   bool& stop_agreed) {
+  double value = loss.item<double>();
+  if (!reducer) return value;
+  reducer->finish();
+  const torch::Tensor s =
+      torch::tensor({value, stop_requested().load() ? 1.0 : 0.0}, torch::kDouble);
+  group->all_reduce_sum(s);
+  stop_agreed = s[1].item<double>() > 0;
+  return s[0].item<double>();
+}
+
+// One metrics.jsonl line of a training step. Data parallel (`reducer` set): the ranks and the
+// seconds this step waited for the all-reduce (`waited_before`: the total before it, updated).
+json step_line(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s,
+               double time_s, const GradientReducer* reducer, int64_t world,
+               double& waited_before) {
+  json line = {{"step", step},
+               {"loss", loss},
+               {"lr", lr},
+               {"grad_norm", grad_norm},
+               {"tokens_per_s", tokens_per_s},
+               {"time_s", time_s}};
+  if (reducer) {
+    line["ranks"] = world;
+    line["allreduce_wait_s"] = reducer->wait_seconds() - waited_before;
+    waited_before = reducer->wait_seconds();
+  }
+  return line;
+}
+
+// metrics.jsonl, appended line by line and flushed (rank 0 only: `path` empty on the others).
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path) {
+    if (path.empty()) return;
+    file_ = std::fopen(path.c_str(), "a");
+    if (!file_) {
+      throw UserError(fmt::format("cannot append to '{}' (is the runs folder writable?)", path));
+    }
+  }
+  ~MetricsLog() {
+    if (file_) std::fclose(file_);
+  }
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  void write(const json& j) {
+    if (!file_) return;
+    std::fputs((j.dump() + "\n").c_str(), file_);
+    std::fflush(file_);
+  }
+
+ private:
+  FILE* file_ = nullptr;
+};
+
 }  // namespace
 
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
@@ -321,27 +443,12 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   if (had_checkpoint) summary.resumed_from = start;
   const std::unique_ptr<GradientReducer> reducer =
       parallel ? join_ranks(*group, start, params, run_dir) : nullptr;
-  int64_t last_ckpt_step = start;
   std::string last_ckpt_text =
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
 
   // Rank 0 logs; the other ranks of a data-parallel run write nothing.
-  FILE* metrics = writer ? std::fopen(metrics_path.c_str(), "a") : nullptr;
-  if (writer && !metrics) {
-    throw UserError(
-        fmt::format("cannot append to '{}' (is the runs folder writable?)", metrics_path));
-  }
-  struct Closer {
-    FILE* f;
-    ~Closer() {
-      if (f) std::fclose(f);
-    }
-  } closer{metrics};
-  const std::function<void(const json&)> log_line = [metrics](const json& j) {
-    if (!metrics) return;
-    std::fputs((j.dump() + "\n").c_str(), metrics);
-    std::fflush(metrics);
-  };
+  MetricsLog metrics(writer ? metrics_path : std::string());
+  const std::function<void(const json&)> log_line = [&metrics](const json& j) { metrics.write(j); };
 
   Progress progress(o.steps, start, hooks.quiet || !writer, o.log_every);
   if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
@@ -349,7 +456,6 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   const auto t_begin = Clock::now();
   int64_t tokens_done = 0;
   int64_t step = start;
-  const int64_t vocab = task.vocab_size();
   bool stop_agreed = false;  // data parallel: a stop asked for on any rank, after the last step
   double allreduce_before = 0;
   for (; step < o.steps; ++step) {
@@ -363,47 +469,11 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                       step, ckpt));
     }
     const auto t0 = Clock::now();
-    Batch b = task.train_batch(step, o.batch_size, static_cast<uint64_t>(o.seed));
-    torch::Tensor tokens = b.tokens, targets = b.targets;
-    int64_t scored = 0;  // data parallel: scored tokens of the whole global batch
-    if (parallel) {
-      scored = (b.targets != kIgnoreIndex).sum().item<int64_t>();
-      const int64_t rows = o.batch_size / world;
-      tokens = tokens.narrow(0, rank * rows, rows);
-      targets = targets.narrow(0, rank * rows, rows);
-    }
-    tokens = tokens.to(device);
-    targets = targets.to(device);
+    const StepBatch b = step_batch(task, o, step, rank, world, device);
     const auto t1 = Clock::now();
-    torch::Tensor loss;
-    {
-      // runtime.precision bf16: the forward and the loss under autocast, the backward outside.
-      const AutocastScope precision(exp.runtime.precision, device);
-      const torch::Tensor logits = model.forward(tokens);
-      if (step == start && logits.size(-1) < vocab) {
-        throw ConfigError(
-            fmt::format("model.vocab_size is {} but task {} uses {} token ids; set "
-                        "model.vocab_size >= {}",
-                        logits.size(-1), task.name(), vocab, vocab));
-      }
-      namespace F = torch::nn::functional;
-      auto ce = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex);
-      if (parallel) ce.reduction(torch::kSum);
-      loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
-                              targets.reshape({-1}), ce);
-    }
-    if (parallel) loss = loss / static_cast<double>(std::max<int64_t>(scored, 1));
+    const torch::Tensor loss = batch_loss(model, task, b, exp, device, parallel, step == start);
     loss.backward();
-    double loss_v = loss.item<double>();
-    if (parallel) {
-      reducer->finish();
-      // The whole batch's loss, and whether any rank was asked to stop.
-      const torch::Tensor s =
-          torch::tensor({loss_v, stop_requested().load() ? 1.0 : 0.0}, torch::kDouble);
-      group->all_reduce_sum(s);
-      loss_v = s[0].item<double>();
-      stop_agreed = s[1].item<double>() > 0;
-    }
+    const double loss_v = global_loss(loss, reducer.get(), group, stop_agreed);
     const auto t2 = Clock::now();
     summary.model_s += seconds(t2 - t1);
     if (!std::isfinite(loss_v)) {
@@ -413,36 +483,18 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
           "train.lr or raise train.warmup_steps / train.grad_clip",
           loss_v, step + 1, last_ckpt_text));
     }
-    const double max_norm = o.grad_clip > 0 ? o.grad_clip : std::numeric_limits<double>::infinity();
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
-    const double lr = learning_rate(o, step);
-    for (auto& g : opt->param_groups())
-      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    opt->step();
-    opt->zero_grad();
+    const auto [grad_norm, lr] = apply_update(*opt, params, o, step);
     const auto t3 = Clock::now();
-    const int64_t ntok = b.tokens.numel();
+    const int64_t ntok = b.global_tokens;
     tokens_done += ntok;
-    const double step_s = seconds(t3 - t0);
-    json line = {{"step", step + 1},
-                 {"loss", loss_v},
-                 {"lr", lr},
-                 {"grad_norm", grad_norm},
-                 {"tokens_per_s", ntok / std::max(step_s, 1e-9)},
-                 {"time_s", seconds(t3 - t_begin)}};
-    if (parallel) {
-      line["ranks"] = world;
-      line["allreduce_wait_s"] = reducer->wait_seconds() - allreduce_before;
-      allreduce_before = reducer->wait_seconds();
-    }
-    log_line(line);
+    log_line(step_line(step + 1, loss_v, lr, grad_norm, ntok / std::max(seconds(t3 - t0), 1e-9),
+                       seconds(t3 - t_begin), reducer.get(), world, allreduce_before));
     progress.update(step + 1, loss_v, lr, tokens_done / std::max(seconds(t3 - t_begin), 1e-9));
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps)
       evaluate_during_training(model, task, exp, group, step + 1, log_line, progress);
     if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) {
       if (writer) save_checkpoint(model, *opt, step + 1, run_dir);
-      last_ckpt_step = step + 1;
-      last_ckpt_text = fmt::format("'{}' (step {})", ckpt, last_ckpt_step);
+      last_ckpt_text = fmt::format("'{}' (step {})", ckpt, step + 1);
     }
   }
   if (writer) save_checkpoint(model, *opt, step, run_dir);
