@@ -6,6 +6,7 @@
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
+#include "hybridlab/sweep.h"
 #include "run/variants.h"
 
 namespace hybridlab {
@@ -146,28 +147,21 @@ RunPlan prepare_run_folder(const RunFolder& folder, const std::string& source,
 
 namespace {
 
-// The keys the `sweep:` section varies (grid, zip, tune), each with where it is written.
-std::vector<std::pair<std::string, Location>> swept_keys(const Config& cfg) {
+// The keys the `sweep:` section of `path` varies (grid, zip, tune, and train.seed for `seeds:`),
+// each with where it is written: the sweep's own reader on a copy of the file, whose problems
+// are reported when the experiment itself is read.
+std::vector<std::pair<std::string, Location>> swept_keys(const std::string& path) {
+  const Config copy = Config::load(path);
+  if (!copy.lookup("sweep").IsDefined()) return {};
+  const SweepOptions sweep = read_sweep_options(copy.section("sweep"));
   std::vector<std::pair<std::string, Location>> out;
-  // `path`: the map's dotted path, under which the config indexes its keys' locations.
-  auto add_map = [&](const YAML::Node& m, const std::string& path) {
-    if (!m.IsDefined() || !m.IsMap()) return;  // a missing key reads as an invalid node
-    for (const auto& kv : m) {
-      const std::string key = kv.first.Scalar();
-      out.emplace_back(key, cfg.location(path + "." + key));
-    }
-  };
-  const YAML::Node sweep = cfg.lookup("sweep");
-  if (!sweep.IsDefined() || !sweep.IsMap()) return out;
-  add_map(sweep["grid"], "sweep.grid");
-  add_map(sweep["tune"], "sweep.tune");
-  const YAML::Node zip = sweep["zip"];
-  if (zip.IsDefined() && zip.IsSequence()) {
-    for (size_t i = 0; i < zip.size(); ++i) add_map(zip[i], "sweep.zip." + std::to_string(i));
-  } else {
-    add_map(zip, "sweep.zip");
+  for (const auto* axes : {&sweep.grid, &sweep.tune}) {
+    for (const SweepAxis& a : *axes) out.emplace_back(a.key, a.where);
   }
-  if (sweep["seeds"].IsDefined()) out.emplace_back("train.seed", cfg.location("sweep.seeds"));
+  for (const auto& group : sweep.zip) {
+    for (const SweepAxis& a : group) out.emplace_back(a.key, a.where);
+  }
+  if (!sweep.seeds.empty()) out.emplace_back("train.seed", copy.location("sweep.seeds"));
   return out;
 }
 
@@ -184,7 +178,8 @@ bool overlaps(const std::string& a, const std::string& b) {
 
 Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config cfg = Config::load(path);
-  const auto swept = swept_keys(cfg);
+  const auto swept =
+      overrides.empty() ? std::vector<std::pair<std::string, Location>>() : swept_keys(path);
   for (const auto& o : overrides) {
     // A swept key is set again in every variant: an override of it would be discarded unseen.
     const std::string key = o.substr(0, o.find('='));

@@ -43,12 +43,15 @@ SweepOptions read_sweep_options(Section s) {
   s.accept("zip");
   if (s.has("zip")) {
     YAML::Node z = s.node()["zip"];
-    std::vector<YAML::Node> groups;
-    if (z.IsMap())
-      groups.push_back(z);
-    else if (z.IsSequence())
-      for (const auto& g : z) groups.push_back(g);
-    for (const auto& g : groups) {
+    // Each group with its path below the section, under which the config indexes its locations.
+    std::vector<std::pair<YAML::Node, std::string>> groups;
+    if (z.IsMap()) {
+      groups.emplace_back(z, "zip");
+    } else if (z.IsSequence()) {
+      for (std::size_t i = 0; i < z.size(); ++i)
+        groups.emplace_back(z[i], "zip." + std::to_string(i));
+    }
+    for (const auto& [g, path] : groups) {
       if (!g.IsMap()) {
         s.error("zip", "expected a map of key: [values] (or a list of such maps)");
         continue;
@@ -61,9 +64,7 @@ SweepOptions read_sweep_options(Section s) {
                              detail::quote_value(kv.first) + "'");
           continue;
         }
-        SweepAxis axis{kv.first.Scalar(), {}, s.location("zip")};
-        const auto m = kv.second.Mark();
-        if (!m.is_null()) axis.where.line = m.line + 1, axis.where.column = m.column + 1;
+        SweepAxis axis{kv.first.Scalar(), {}, s.location(path + "." + kv.first.Scalar())};
         if (!axis_values(s, kv.second, axis.key, "zip", axis.values)) continue;
         if (len && axis.values.size() != len) {
           s.error("zip", fmt::format("lists of one zip group must have equal lengths; '{}' has {}, "
