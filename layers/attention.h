@@ -110,6 +110,11 @@ class Attention : public Mixer {
                        bool allow_fused = true, const SeparableBias& separable = {});
 
   const PositionScheme* position_scheme() const override { return scheme_.get(); }
+  /// Causal attention runs each packed document as its own row; bidirectional attention would
+  /// read the zero padding after a short document, so it cannot.
+  DocumentBoundaries document_boundaries() const override {
+    return opts_.causal ? DocumentBoundaries::kSeparateRows : DocumentBoundaries::kUnsupported;
+  }
   /// Applies `a` to every later forward (AttentionAblation{} restores the trained layer).
   void set_ablation(const AttentionAblation& a) override { ablation_ = a; }
   /// Observes attention weights through `probes.attention` (see set_probe).

@@ -79,6 +79,20 @@ struct MixerProbes {
   GateProbe gates;
 };
 
+/// How a mixer honours the document boundaries of packed training rows (`task.packing:
+/// documents`): every document must be modelled as if it were alone, from position 0, with an
+/// empty recurrent state and convolution history, attending only inside itself (the `cu_seqlens`
+/// semantics of flash-linear-attention's varlen kernels).
+enum class DocumentBoundaries : int {
+  /// The layer graph cuts the rows at the boundaries and runs each document as its own row of
+  /// one batch (zero padding at its end, positions from 0, no cache), then puts the outputs back.
+  /// Exact for every causal mixer whose rows do not interact: the default.
+  kSeparateRows = 0,
+  /// The mixer cannot honour them (it reads later tokens, so the padding would reach it, or its
+  /// rows interact); training on packed documents is refused at `task.packing`.
+  kUnsupported = 1,
+};
+
 /// A token mixer: [B,T,D] → [B,T,D], with explicit positions so it can run on a piece of a
 /// sequence with a cache.
 class Mixer : public torch::nn::Module {
@@ -114,12 +128,17 @@ class Mixer : public torch::nn::Module {
     (void)cache;
     return {};
   }
+  /// How this mixer honours document boundaries in packed rows (DocumentBoundaries above).
+  virtual DocumentBoundaries document_boundaries() const {
+    return DocumentBoundaries::kSeparateRows;
+  }
 };
 
 /// Version of the mixer plugin interface. The host refuses a mixer plugin built against another
 /// version before it calls anything in it. Bump on any change to Mixer, MixerCache, MixerInfo,
 /// MixerProbes, AttentionAblation, MixerContext or MixerPluginInfo.
-constexpr int kMixerPluginApiVersion = 1;
+/// 2: Mixer::document_boundaries (packed documents).
+constexpr int kMixerPluginApiVersion = 2;
 
 /// The kinds of plugin a library can be (MixerPluginInfo::kind; a positional scheme's record is
 /// PluginInfo, hybridlab/position.h).

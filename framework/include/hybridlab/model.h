@@ -22,8 +22,15 @@ struct ModelOptions;  // framework/src/model/model_options.h
 
 /// Lengths the model must serve, known from the task/eval sections.
 struct ModelBuildContext {
+  ModelBuildContext() = default;
+  ModelBuildContext(int64_t train, int64_t max, std::string packed = "")
+      : train_length(train), max_length(max), packed_documents(std::move(packed)) {}
   int64_t train_length = 0;  ///< task.seq_len; the longest setting's of a task mixture
   int64_t max_length = 0;    ///< longest eval length (>= train_length)
+  /// Non-empty when training rows pack documents whose boundaries every mixer must honour
+  /// (Task::packed_documents_setting): "file:line:col: task.packing", for the message that refuses
+  /// a mixer that cannot (Mixer::document_boundaries).
+  std::string packed_documents;
 };
 
 /// Decoding state of a whole model (one entry per layer: KV caches, recurrent states). Create with
@@ -81,6 +88,15 @@ class LanguageModel : public torch::nn::Module {
   /// their logits [B,T,vocab_size] and advances the cache. Prefill then one-token steps equals one
   /// forward() over the whole sequence (tested per mixer and scheme).
   virtual torch::Tensor forward(const torch::Tensor& tokens, DecodeCache& cache) = 0;
+  /// Packed rows: tokens [B,T] int64 holding several documents per row, document_starts [B,T]
+  /// bool true at each document's first token (a row's first token always starts one) → logits
+  /// [B,T,vocab_size], each document modelled as if alone: positions from 0, an empty recurrent
+  /// state and convolution history, attention inside the document (fla's `cu_seqlens` varlen
+  /// semantics; Mixer::document_boundaries says how each mixer honours it). Equal to running every
+  /// document as its own sequence (tested per mixer and scheme). Throws c10::Error when the
+  /// shapes differ.
+  virtual torch::Tensor forward_packed(const torch::Tensor& tokens,
+                                       const torch::Tensor& document_starts) = 0;
   /// An empty cache for forward(tokens, cache).
   virtual std::unique_ptr<DecodeCache> new_cache() const = 0;
   /// The per-layer table and totals; FLOPs counted at sequence length `length`.

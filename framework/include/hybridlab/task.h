@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hybridlab/config.h"
@@ -28,9 +29,18 @@ enum class Split { kTrain, kEval };
 
 /// One batch: inputs and next-token targets.
 struct Batch {
+  Batch() = default;
+  Batch(torch::Tensor tokens_in, torch::Tensor targets_in, torch::Tensor starts_in = {})
+      : tokens(std::move(tokens_in)),
+        targets(std::move(targets_in)),
+        document_starts(std::move(starts_in)) {}
   torch::Tensor tokens;  ///< [B,T] int64, model inputs
   torch::Tensor
       targets;  ///< [B,T] int64, the token expected after each input, kIgnoreIndex = not scored
+  /// [B,T] bool, true at the first token of each document inside a packed row (text with
+  /// `task.packing: documents`): the model must model every document alone
+  /// (LanguageModel::forward_packed). Undefined when each row is one piece of one sequence.
+  torch::Tensor document_starts;
 };
 
 /// Sums over scored positions, accumulated over eval batches (see score_batch).
@@ -107,6 +117,9 @@ class Task {
   /// (`eval.scoring: generated`). Tasks scoring interleaved positions (MQAR queries) or every
   /// position (text) return false. Default: false.
   virtual bool answer_span() const { return false; }
+  /// Where training batches carry Batch::document_starts that the model must honour (text with
+  /// `task.packing: documents`): "file:line:col: task.packing", for messages; "" otherwise.
+  virtual std::string packed_documents_setting() const { return ""; }
   /// Chance level of each metric: what a model that ignores the context scores (e.g. MQAR
   /// accuracy 1/(V/2), copy token accuracy 1/alphabet, text bits per byte = the unigram entropy
   /// of the training bytes). Metrics left out have no stated chance level. Valid after prepare().

@@ -524,6 +524,7 @@ ModelBuildContext model_build_context(const Experiment& exp) {
   ctx.train_length = longest_train_length(*exp.task);
   ctx.max_length = ctx.train_length;
   for (int64_t L : exp.eval.lengths) ctx.max_length = std::max(ctx.max_length, L);
+  ctx.packed_documents = exp.task->packed_documents_setting();
   return ctx;
 }
 

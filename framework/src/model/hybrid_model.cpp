@@ -1,5 +1,6 @@
 #include "model/hybrid_model.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "hybridlab/error.h"
@@ -40,25 +41,33 @@ Block::Block(std::shared_ptr<Mixer> mixer_in, int64_t d_model, int64_t mlp_hidde
   mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, mlp_hidden, fused_kernels));
 }
 
-torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
-                         MixerCache* cache) {
+torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache,
+                         const PackedDocuments* documents) {
   const int64_t w = ablation.state_window;
-  const int64_t B = x.size(0), T = x.size(1), D = x.size(2);
-  if (w <= 0 || w >= T) return mixer->forward(x, positions, cache);
-  TORCH_CHECK(cache == nullptr, "Block: a state window applies to whole-sequence calls only");
-  // Segments of w tokens become rows of one batch, so each starts from an empty state. Zero
-  // padding at the end is harmless: a causal mixer's earlier outputs never see it.
-  const int64_t n = (T + w - 1) / w;
-  const torch::Tensor padded = n * w == T ? x : torch::cat({x, x.new_zeros({B, n * w - T, D})}, 1);
-  const torch::Tensor y =
-      mixer->forward(padded.reshape({B * n, w, D}), positions.narrow(0, 0, w), nullptr);
-  return y.reshape({B, n * w, D}).narrow(1, 0, T);
+  const int64_t B = x.size(0), T = x.size(1);
+  PackedDocuments windowed;
+  if (w > 0 && w < T) {
+    // The state-reset knock-out: a piece every w tokens (and at every document start).
+    torch::Tensor starts = window_starts(B, T, w, x.device());
+    if (documents) starts = starts | documents->starts;
+    windowed = packed_documents(starts);
+    documents = &windowed;
+  }
+  if (!documents) return mixer->forward(x, positions, cache);
+  TORCH_CHECK(cache == nullptr,
+              "Block: packed documents and state windows apply to whole-sequence calls only");
+  // Each piece runs as its own row from position 0 and an empty state. The zero padding after a
+  // short piece is harmless: a causal mixer's earlier outputs never see it (mixers that are not
+  // causal say so through document_boundaries() and are refused before training).
+  const torch::Tensor piece_positions = torch::arange(
+      documents->longest, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  return documents->merge(mixer->forward(documents->split(x), piece_positions, nullptr));
 }
 
 torch::Tensor Block::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                             MixerCache* cache) {
+                             MixerCache* cache, const PackedDocuments* documents) {
   const torch::Tensor h =
-      ablation.mixer_off ? x : x + mix(mixer_norm->forward(x), positions, cache);
+      ablation.mixer_off ? x : x + mix(mixer_norm->forward(x), positions, cache, documents);
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
@@ -113,6 +122,7 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
         "layers_" + std::to_string(i),
         std::make_shared<Block>(mixer, D, hidden, opts.norm_eps, opts.fused_kernels)));
   }
+  if (!ctx.packed_documents.empty()) check_document_boundaries(ctx.packed_documents);
   // A plugin mixer's settings are read by its factory: build each unused section once, at the
   // index past the last layer, so that its mistakes are reported as a used section's are.
   for (const LayerSpec& spec : opts.unused_plugin_mixers)
@@ -126,29 +136,60 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
                                std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));
 }
 
-torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache) {
+void HybridModel::check_document_boundaries(const std::string& setting) const {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i]->mixer->document_boundaries() != DocumentBoundaries::kUnsupported) continue;
+    throw ConfigError(fmt::format(
+        "{}: training rows pack documents, but layer {} ({}) cannot model each document alone: "
+        "it reads later tokens (bidirectional) or its rows interact (Mixer::document_boundaries); "
+        "set task.packing to none or concatenated, or change the layer",
+        setting, i, opts_.layers[i].type->name));
+  }
+}
+
+torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
+                               const PackedDocuments* documents) {
   TORCH_CHECK(tokens.dim() == 2, "model: tokens must be [B,T], got ", tokens.sizes());
   const int64_t T = tokens.size(1);
   const torch::Tensor positions = torch::arange(
       start, start + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = embedding(tokens);
-  if (input_position && !no_input_position_) x = checked_embed(*input_position, x, positions);
+  if (input_position && !no_input_position_) {
+    if (documents) {
+      // Input positions restart at every document, as if each were alone.
+      const torch::Tensor piece_positions = torch::arange(
+          documents->longest, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+      x = documents->merge(checked_embed(*input_position, documents->split(x), piece_positions));
+    } else {
+      x = checked_embed(*input_position, x, positions);
+    }
+  }
   auto* hc = static_cast<HybridCache*>(cache);
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr);
+    x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr, documents);
   }
   x = final_norm->forward(x);
   const torch::Tensor& w = head_weight.defined() ? head_weight : embedding->weight;
   return opts_.fused_kernels && cpu_linear_applies(x, w) ? linear_cpu(x, w) : torch::linear(x, w);
 }
 
-torch::Tensor HybridModel::forward(const torch::Tensor& tokens) { return run(tokens, 0, nullptr); }
+torch::Tensor HybridModel::forward(const torch::Tensor& tokens) {
+  return run(tokens, 0, nullptr, nullptr);
+}
+
+torch::Tensor HybridModel::forward_packed(const torch::Tensor& tokens,
+                                          const torch::Tensor& document_starts) {
+  TORCH_CHECK(document_starts.sizes() == tokens.sizes(), "model: document_starts ",
+              document_starts.sizes(), " must match tokens ", tokens.sizes());
+  const PackedDocuments documents = packed_documents(document_starts);
+  return run(tokens, 0, nullptr, &documents);
+}
 
 torch::Tensor HybridModel::forward(const torch::Tensor& tokens, DecodeCache& cache) {
   auto* hc = dynamic_cast<HybridCache*>(&cache);
   TORCH_CHECK(hc && hc->layers.size() == blocks_.size(),
               "model: the cache was not made by this model's new_cache()");
-  torch::Tensor logits = run(tokens, cache.length, hc);
+  torch::Tensor logits = run(tokens, cache.length, hc, nullptr);
   cache.length += tokens.size(1);
   return logits;
 }

@@ -14,6 +14,7 @@
 #include "layers/norm.h"
 #include "model/mixer.h"
 #include "model/model_options.h"
+#include "model/packed_documents.h"
 
 namespace hybridlab {
 
@@ -42,15 +43,18 @@ class Block : public torch::nn::Module {
   /// fused_kernels: ModelOptions::fused_kernels, for the two norms and the MLP.
   Block(std::shared_ptr<Mixer> mixer, int64_t d_model, int64_t mlp_hidden, double norm_eps,
         bool fused_kernels);
-  /// x [B,T,D], positions [T] → [B,T,D], honouring `ablation`.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache);
+  /// x [B,T,D], positions [T] → [B,T,D], honouring `ablation`. `documents` (nullptr: none): the
+  /// rows pack documents and the mixer models each alone (whole-sequence calls only).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache,
+                        const PackedDocuments* documents = nullptr);
   std::shared_ptr<Mixer> mixer;
   std::shared_ptr<RMSNorm> mixer_norm, mlp_norm;
   std::shared_ptr<SwiGLU> mlp;
   LayerAblation ablation;  ///< set through HybridModel::set_ablation
 
  private:
-  torch::Tensor mix(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache);
+  torch::Tensor mix(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache,
+                    const PackedDocuments* documents);
 };
 
 class HybridModel : public LanguageModel {
@@ -60,6 +64,8 @@ class HybridModel : public LanguageModel {
 
   torch::Tensor forward(const torch::Tensor& tokens) override;
   torch::Tensor forward(const torch::Tensor& tokens, DecodeCache& cache) override;
+  torch::Tensor forward_packed(const torch::Tensor& tokens,
+                               const torch::Tensor& document_starts) override;
   std::unique_ptr<DecodeCache> new_cache() const override;
   ModelSummary summary(int64_t length) const override;
   int64_t vocab_size() const override { return opts_.vocab_size; }
@@ -78,7 +84,11 @@ class HybridModel : public LanguageModel {
   const ModelOptions& options() const { return opts_; }
 
  private:
-  torch::Tensor run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache);
+  // Throws ConfigError naming `setting` (task.packing's location) and the first layer whose
+  // mixer cannot honour document boundaries.
+  void check_document_boundaries(const std::string& setting) const;
+  torch::Tensor run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
+                    const PackedDocuments* documents);
 
   ModelOptions opts_;
   torch::nn::Embedding embedding{nullptr};

@@ -77,6 +77,13 @@ class MixtureTask : public Task {
   bool byte_level() const override { return base_->byte_level(); }
   bool answer_span() const override { return base_->answer_span(); }
   std::map<std::string, double> chance_levels() const override { return base_->chance_levels(); }
+  std::string packed_documents_setting() const override {
+    for (const MixtureSetting& s : settings_) {
+      std::string where = s.task->packed_documents_setting();
+      if (!where.empty()) return where;
+    }
+    return "";
+  }
 
   size_t setting_at(int64_t step, uint64_t seed) const {
     double u = 0;

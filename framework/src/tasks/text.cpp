@@ -10,6 +10,13 @@
 // below is one document), a folder of documents (split by a hash of each file's relative path,
 // `eval_fraction` to validation), or one file whose documents are separated by
 // `document_separator`. Every document must be UTF-8.
+//
+// `packing` (training rows only; eval is unchanged): `none` keeps every train window inside one
+// document; `documents` draws windows from the train documents laid end to end, so rows hold
+// several documents, and marks where each begins (Batch::document_starts) for the model to model
+// each alone (fla's varlen / `cu_seqlens` semantics); `concatenated` draws the same rows without
+// the marks, so context and state flow across documents (packing without document masking). In
+// both packed modes the target that crosses into the next document is not scored.
 
 #include <fmt/format.h>
 
@@ -25,8 +32,12 @@ namespace hybridlab::tasks {
 namespace {
 namespace fs = std::filesystem;
 
+enum class Packing { kNone, kDocuments, kConcatenated };
+
 struct TextOptions {
   int64_t seq_len = 512;
+  Packing packing = Packing::kNone;
+  std::string packing_where;  // file:line:col of task.packing ("" when not written)
   std::string path = "data/brown";
   double eval_fraction = 0.1;
   std::string document_separator = "\n\n\n";
@@ -73,7 +84,14 @@ class TextTask : public Task {
       corpus_ = std::make_unique<TextCorpus>(
           load_text_corpus(o_.path, o_.config_dir, o_.eval_fraction, o_.document_separator));
     }
-    if (corpus_->train.longest < o_.seq_len + 1) {
+    if (o_.packing != Packing::kNone) {
+      if (corpus_->train.bytes.numel() < o_.seq_len + 1) {
+        throw DataError(fmt::format(
+            "task text: task.seq_len {} needs at least {} train bytes; the train documents of "
+            "'{}' hold {} bytes in all",
+            o_.seq_len, o_.seq_len + 1, corpus_->root, corpus_->train.bytes.numel()));
+      }
+    } else if (corpus_->train.longest < o_.seq_len + 1) {
       throw DataError(
           fmt::format("task text: task.seq_len {} needs train documents of at least {} bytes; the "
                       "longest train "
@@ -91,8 +109,13 @@ class TextTask : public Task {
     }
   }
 
+  std::string packed_documents_setting() const override {
+    return o_.packing == Packing::kDocuments ? o_.packing_where + ": task.packing" : "";
+  }
+
   Batch train_batch(int64_t step, int64_t batch_size, uint64_t seed) override {
     prepare({});
+    if (o_.packing != Packing::kNone) return packed_batch(step, batch_size, seed);
     const int64_t T = o_.seq_len;
     const torch::Tensor& starts = train_starts();  // cumulative valid starts per document
     at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
@@ -147,6 +170,28 @@ class TextTask : public Task {
   }
 
  private:
+  // A batch of windows drawn uniformly from the train documents laid end to end (packing).
+  Batch packed_batch(int64_t step, int64_t batch_size, uint64_t seed) {
+    const int64_t T = o_.seq_len;
+    const torch::Tensor& bytes = corpus_->train.bytes;
+    if (!is_start_.defined()) {
+      is_start_ = torch::zeros({bytes.numel()}, torch::kBool);
+      is_start_.index_put_({corpus_->train.offsets}, true);
+    }
+    at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
+    const torch::Tensor off = torch::randint(0, bytes.numel() - T, {batch_size}, g, torch::kLong);
+    Batch b = window(bytes, off, T);
+    const torch::Tensor idx = off.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0);
+    const torch::Tensor first = is_start_.index({idx.flatten()}).reshape({batch_size, T + 1});
+    using torch::indexing::Slice;
+    // The last byte of a document does not predict the first of the next one.
+    b.targets.masked_fill_(first.index({Slice(), Slice(1, T + 1)}), kIgnoreIndex);
+    if (o_.packing == Packing::kDocuments) {
+      b.document_starts = first.index({Slice(), Slice(0, T)}).clone();
+      b.document_starts.select(1, 0).fill_(false);  // a row's first token starts a piece anyway
+    }
+    return b;
+  }
   // Start of every non-overlapping window of `length` (+1 target byte) in the validation documents.
   std::vector<int64_t> all_offsets(int64_t length) const {
     const auto& v = corpus_->validation;
@@ -190,7 +235,21 @@ class TextTask : public Task {
   TextOptions o_;
   std::unique_ptr<TextCorpus> corpus_;
   torch::Tensor starts_;
+  torch::Tensor is_start_;  // [N] bool: a train document begins at this byte (packing)
 };
+
+Packing read_packing(Section& s) {
+  const std::string name = s.get<std::string>("packing", "none");
+  if (name == "none") return Packing::kNone;
+  if (name == "documents") return Packing::kDocuments;
+  if (name == "concatenated") return Packing::kConcatenated;
+  s.error("packing",
+          fmt::format("'{}' is not a packing: none (each row inside one document), documents "
+                      "(documents end to end, each modelled alone) or concatenated (end to end, "
+                      "context flowing across documents)",
+                      name));
+  return Packing::kNone;
+}
 
 }  // namespace
 
@@ -204,6 +263,8 @@ TaskType text_task_type() {
         o.path = s.get<std::string>("path", o.path);
         o.eval_fraction = s.get<double>("eval_fraction", o.eval_fraction);
         o.document_separator = s.get<std::string>("document_separator", o.document_separator);
+        o.packing = read_packing(s);
+        o.packing_where = s.location("packing").str();
         o.config_dir = ctx.config_dir;
         o.where = s.location("path").str();
         s.check(o.seq_len >= 1, "seq_len", "must be >= 1");

@@ -296,6 +296,7 @@ void evaluate_during_training(LanguageModel& model, Task& task, const Experiment
 // whole global batch (data parallel: the loss is summed per rank and divided by it).
 struct StepBatch {
   torch::Tensor tokens, targets;
+  torch::Tensor document_starts;  ///< packed documents (Batch::document_starts), or undefined
   int64_t global_tokens = 0;
   int64_t scored = 0;
 };
@@ -303,15 +304,18 @@ struct StepBatch {
 StepBatch step_batch(Task& task, const TrainOptions& o, int64_t step, int64_t rank, int64_t world,
                      const torch::Device& device) {
   const Batch b = task.train_batch(step, o.batch_size, static_cast<uint64_t>(o.seed));
-  StepBatch out{b.tokens, b.targets, b.tokens.numel(), 0};
+  StepBatch out{b.tokens, b.targets, b.document_starts, b.tokens.numel(), 0};
+  const bool packed = out.document_starts.defined();
   if (world > 1) {
     out.scored = (b.targets != kIgnoreIndex).sum().item<int64_t>();
     const int64_t rows = o.batch_size / world;
     out.tokens = out.tokens.narrow(0, rank * rows, rows);
     out.targets = out.targets.narrow(0, rank * rows, rows);
+    if (packed) out.document_starts = out.document_starts.narrow(0, rank * rows, rows);
   }
   out.tokens = out.tokens.to(device);
   out.targets = out.targets.to(device);
+  if (packed) out.document_starts = out.document_starts.to(device);
   return out;
 }
 
@@ -325,7 +329,9 @@ torch::Tensor batch_loss(LanguageModel& model, const Task& task, const StepBatch
   torch::Tensor loss;
   {
     const AutocastScope precision(exp.runtime.precision, device);
-    const torch::Tensor logits = model.forward(b.tokens);
+    const torch::Tensor logits = b.document_starts.defined()
+                                     ? model.forward_packed(b.tokens, b.document_starts)
+                                     : model.forward(b.tokens);
     if (check_vocab && logits.size(-1) < task.vocab_size()) {
       throw ConfigError(fmt::format(
           "model.vocab_size is {} but task {} uses {} token ids; set model.vocab_size >= {}",

@@ -46,6 +46,9 @@ class OracleModel : public LanguageModel {
     c.length += tokens.size(1);
     return predict(c.seq).narrow(1, c.seq.size(1) - tokens.size(1), tokens.size(1));
   }
+  torch::Tensor forward_packed(const torch::Tensor&, const torch::Tensor&) override {
+    throw std::logic_error("OracleModel: no packed documents");
+  }
   std::unique_ptr<DecodeCache> new_cache() const override {
     return std::make_unique<OracleCache>();
   }

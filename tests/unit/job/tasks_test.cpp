@@ -430,3 +430,77 @@ TEST_CASE("score_batch: cross-entropy and accuracies against a hand computation"
 }
 
 }  // namespace tasks_test
+
+namespace tasks_test {
+using Catch::Matchers::Contains;
+
+TEST_CASE("text packing: rows cross documents, starts marked, the crossing target unscored",
+          "[job][tasks][packing]") {
+  const std::string dir = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/text_corpus";
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string garden = slurp(dir + "/train/garden.txt"),
+                    harbor = slurp(dir + "/train/harbor.txt");
+  // 600 > the longest train document (562 bytes): only packing can make such rows.
+  auto none = make("task: {name: text, seq_len: 600, path: '" + dir + "'}");
+  REQUIRE_THROWS_AS(none->prepare({64}), DataError);
+  auto packed = make("task: {name: text, seq_len: 600, packing: documents, path: '" + dir + "'}");
+  auto concat =
+      make("task: {name: text, seq_len: 600, packing: concatenated, path: '" + dir + "'}");
+  packed->prepare({64});
+  concat->prepare({64});
+  CHECK_THAT(packed->packed_documents_setting(), Contains("task.packing"));
+  CHECK(concat->packed_documents_setting().empty());
+  CHECK(none->packed_documents_setting().empty());
+  // The train documents end to end, in either order of the corpus.
+  const std::string ab = garden + harbor, ba = harbor + garden;
+  for (int64_t step = 0; step < 3; ++step) {
+    const Batch b = packed->train_batch(step, 4, 7);
+    const Batch c = concat->train_batch(step, 4, 7);
+    CHECK(torch::equal(b.tokens, c.tokens));
+    CHECK(torch::equal(b.targets, c.targets));
+    CHECK_FALSE(c.document_starts.defined());
+    REQUIRE(b.document_starts.sizes() == torch::IntArrayRef({4, 600}));
+    for (int64_t r = 0; r < 4; ++r) {
+      const std::string w = row_text(b.tokens[r]);
+      // Every 600-byte row crosses from one document into the other.
+      const bool garden_first = ab.find(w) != std::string::npos;
+      const std::string& stream = garden_first ? ab : ba;
+      const int64_t second = static_cast<int64_t>(garden_first ? garden.size() : harbor.size());
+      const size_t at = stream.find(w);
+      REQUIRE(at != std::string::npos);
+      // The second document starts at stream offset `second`; inside this row at second - at.
+      const int64_t t = second - static_cast<int64_t>(at);
+      const torch::Tensor expect_starts = torch::zeros({600}, torch::kBool);
+      if (t > 0 && t < 600) expect_starts[t] = true;
+      CHECK(torch::equal(b.document_starts[r], expect_starts));
+      for (int64_t j = 0; j < 600; ++j) {
+        const int64_t target = b.targets[r][j].item<int64_t>();
+        if (j + 1 == t) {
+          CHECK(target == kIgnoreIndex);  // the last byte of one document, the first of the next
+        } else if (static_cast<size_t>(at + j + 1) < stream.size()) {
+          CHECK(target == static_cast<unsigned char>(stream[at + j + 1]));
+        }
+      }
+    }
+  }
+  // Eval is unchanged by packing: windows inside validation documents.
+  auto short_none = make("task: {name: text, seq_len: 64, path: '" + dir + "'}");
+  CHECK(
+      torch::equal(packed->eval_set(128, 100, 0).tokens, short_none->eval_set(128, 100, 0).tokens));
+  // A bad value names its key and the choices.
+  Config cfg = Config::parse("task: {name: text, packing: yes}", "exp.yaml");
+  TaskContext ctx;
+  read_task(cfg.section("task"), ctx);
+  try {
+    cfg.raise_errors();
+    FAIL("expected ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Contains("exp.yaml:1:") && Contains("packing") && Contains("none") &&
+                             Contains("concatenated"));
+  }
+}
+
+}  // namespace tasks_test
