@@ -14,19 +14,51 @@
 
 namespace hybridlab::cli {
 
+namespace {
+
+struct AnalyzeArgs {
+  std::string run_dir;
+  AnalyzeOptions opts;
+  bool no_plots = false, no_heads = false;
+  int64_t jobs = 1;
+};
+
+// One run folder, or every finished run of an experiment's folder (each in its own process).
+void run_analyze(AnalyzeArgs& a) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(a.run_dir)) {
+    throw UserError(fmt::format(
+        "'{}' is not a folder; give a run folder, e.g. runs/<experiment>/<run>", a.run_dir));
+  }
+  a.opts.plots = !a.no_plots;
+  a.opts.head_stats = !a.no_heads;
+  if (!fs::exists(fs::path(a.run_dir) / "status.json")) {
+    std::error_code ec;
+    const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+    const ExperimentAnalysis done =
+        analyze_experiment(a.run_dir, a.opts, a.jobs, ec ? std::string("hybridlab") : exe);
+    fmt::print("{} analysed, {} up to date, {} not trained, {} failed\n", done.analysed,
+               done.up_to_date, done.not_trained, done.failures.size());
+    for (const auto& [name, why] : done.failures) fmt::print("  FAILED {}: {}\n", name, why);
+    if (!done.failures.empty()) std::exit(1);
+    return;
+  }
+  const AnalysisResult r = analyze_run(a.run_dir, a.opts);
+  if (a.opts.quiet) return;
+  fmt::print("{}\n\n", r.summary);
+  fmt::print("wrote {} files in {} ({:.0f} s)\n", r.files.size(),
+             (fs::path(a.run_dir) / "analysis").string(), r.seconds);
+}
+
+}  // namespace
+
 void add_analyze_command(CLI::App& app) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  struct Args {
-    std::string run_dir;
-    AnalyzeOptions opts;
-    bool no_plots = false, no_heads = false;
-    int64_t jobs = 1;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<AnalyzeArgs>();
   auto* cmd = app.add_subcommand(
       "analyze",
       "Measure on one trained run how much each part of its depth matters: zero each layer's "
-      "mixer, reset each Gated DeltaNet state every few tokens, remove each attention layer's "
+      "mixer, reset each recurrent mixer's state every few tokens, remove each attention layer's "
       "position information, and restrict each attention layer to sliding windows (its reach); "
       "plus per-head statistics of attention weights and gates. Writes RUN_DIR/analysis/ "
       "(CSV tables, heatmaps, summary.md); docs/analysis.md explains each measure");
@@ -53,7 +85,7 @@ void add_analyze_command(CLI::App& app) {
                   "(default: all)")
       ->delimiter(',');
   cmd->add_option("--state-window", args->opts.state_window,
-                  "Tokens between Gated DeltaNet state resets (default: each layer's chunk_size)")
+                  "Tokens between recurrent state resets (default: each layer's chunk length)")
       ->check(integer_in(1, kMax));
   cmd->add_option("--windows", args->opts.reach_windows,
                   "Attention windows tried for the reach (default: 16,64,256,... below the "
@@ -66,34 +98,7 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-heads", args->no_heads, "Skip the per-head statistics");
   cmd->add_flag("--no-plots", args->no_plots, "Write the tables only (no gnuplot)");
-  cmd->callback([args] {
-    if (!std::filesystem::is_directory(args->run_dir)) {
-      throw UserError(
-          fmt::format("'{}' is not a folder; give a run folder, e.g. "
-                      "runs/<experiment>/<run>",
-                      args->run_dir));
-    }
-    args->opts.plots = !args->no_plots;
-    args->opts.head_stats = !args->no_heads;
-    namespace fs = std::filesystem;
-    if (!fs::exists(fs::path(args->run_dir) / "status.json")) {
-      // A folder of runs: each run in its own process.
-      std::error_code ec;
-      const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
-      const ExperimentAnalysis done = analyze_experiment(args->run_dir, args->opts, args->jobs,
-                                                         ec ? std::string("hybridlab") : exe);
-      fmt::print("{} analysed, {} up to date, {} not trained, {} failed\n", done.analysed,
-                 done.up_to_date, done.not_trained, done.failures.size());
-      for (const auto& [name, why] : done.failures) fmt::print("  FAILED {}: {}\n", name, why);
-      if (!done.failures.empty()) std::exit(1);
-      return;
-    }
-    const AnalysisResult r = analyze_run(args->run_dir, args->opts);
-    if (args->opts.quiet) return;
-    fmt::print("{}\n\n", r.summary);
-    fmt::print("wrote {} files in {} ({:.0f} s)\n", r.files.size(),
-               (std::filesystem::path(args->run_dir) / "analysis").string(), r.seconds);
-  });
+  cmd->callback([args] { run_analyze(*args); });
 }
 
 }  // namespace hybridlab::cli

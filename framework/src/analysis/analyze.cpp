@@ -72,6 +72,74 @@ double primary(const LengthResult& r, const std::string& metric) {
 
 // Attention weights and gate values of every layer at `length`, and the Gated DeltaNet states'
 // norms after each eighth of the sequence (read from a decoding cache filled piece by piece).
+// Recurrent state norms: the first `rows` sequences of `tokens`, fed in eight pieces through a
+// decoding cache. Returns layer -> per piece [Hv] (Frobenius norm per head, mean over the batch)
+// and the positions after each piece.
+std::pair<std::map<size_t, std::vector<torch::Tensor>>, std::vector<int64_t>> state_norms(
+    HybridModel& model, const torch::Tensor& first, int64_t length) {
+  std::map<size_t, std::vector<torch::Tensor>> norms;
+  std::vector<int64_t> positions;
+  auto cache = model.new_cache();
+  const int64_t pieces = std::min<int64_t>(8, length);
+  for (int64_t s = 0; s < pieces; ++s) {
+    const int64_t t0 = s * length / pieces, t1 = (s + 1) * length / pieces;
+    model.forward(first.slice(1, t0, t1), *cache);
+    positions.push_back(t1);
+    for (size_t i = 0; i < model.blocks().size(); ++i) {
+      const MixerCache* c = HybridModel::layer_cache(*cache, i);
+      const torch::Tensor state =
+          c ? model.blocks()[i]->mixer->recurrent_state(*c) : torch::Tensor();
+      if (!state.defined()) continue;
+      norms[i].push_back(state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
+    }
+  }
+  return {norms, positions};
+}
+
+// The per-head rows of the probes' sums (attention weights and gates) of every layer.
+std::vector<HeadStats> head_rows(const HybridModel& model, int64_t length,
+                                 const std::vector<analysis::AttentionSums>& att,
+                                 const std::vector<analysis::GateSums>& gates,
+                                 std::map<size_t, std::vector<torch::Tensor>>& norms,
+                                 const std::vector<int64_t>& positions) {
+  std::vector<HeadStats> out;
+  const auto head = [&model, length](size_t layer, int64_t h, HeadStatsKind kind) {
+    HeadStats s;
+    s.layer = static_cast<int64_t>(layer);
+    s.head = h;
+    s.length = length;
+    s.mixer = model.options().layers[layer].type->name;
+    s.kind = kind;
+    return s;
+  };
+  for (size_t i = 0; i < att.size(); ++i) {
+    if (att[i].rows.defined()) {
+      const torch::Tensor r = att[i].rows;
+      for (int64_t h = 0; h < r.size(0); ++h) {
+        HeadStats s = head(i, h, HeadStatsKind::kAttentionWeights);
+        const double rows_h = r[h].item<double>();
+        s.mean_distance = att[i].distance[h].item<double>() / rows_h;
+        s.entropy = att[i].entropy[h].item<double>() / rows_h;
+        s.sink_mass = att[i].sink[h].item<double>() / rows_h;
+        s.local_mass = att[i].local[h].item<double>() / rows_h;
+        out.push_back(s);
+      }
+    }
+    if (!gates[i].tokens.defined()) continue;
+    const torch::Tensor t = gates[i].tokens;
+    for (int64_t h = 0; h < t.size(0); ++h) {
+      HeadStats s = head(i, h, HeadStatsKind::kGates);
+      s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
+      s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
+      s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();
+      for (const torch::Tensor& piece : norms[i]) s.state_norms.push_back(piece[h].item<double>());
+      s.state_positions = positions;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalOptions& eval,
                                      int64_t length, int64_t examples) {
   torch::NoGradGuard no_grad;
@@ -101,64 +169,77 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
     model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));
   }
   for (const auto& block : blocks) block->mixer->set_probes({});
+  auto [norms, positions] =
+      state_norms(model, set.tokens.slice(0, 0, std::min(rows, bs)).to(device), length);
+  return head_rows(model, length, att, gates, norms, positions);
+}
 
-  // State norms: the first batch, fed in eight pieces through a decoding cache.
-  std::map<size_t, std::vector<torch::Tensor>> norms;  // layer -> per piece [Hv]
-  std::vector<int64_t> positions;
-  const torch::Tensor first = set.tokens.slice(0, 0, std::min(rows, bs)).to(device);
-  auto cache = model.new_cache();
-  const int64_t pieces = std::min<int64_t>(8, length);
-  for (int64_t s = 0; s < pieces; ++s) {
-    const int64_t t0 = s * length / pieces, t1 = (s + 1) * length / pieces;
-    model.forward(first.slice(1, t0, t1), *cache);
-    positions.push_back(t1);
-    for (size_t i = 0; i < n; ++i) {
-      const MixerCache* c = HybridModel::layer_cache(*cache, i);
-      const torch::Tensor state = c ? blocks[i]->mixer->recurrent_state(*c) : torch::Tensor();
-      if (!state.defined()) continue;
-      // [B,H,...] -> Frobenius norm per head, mean over the batch.
-      norms[i].push_back(state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
-    }
+// A window or segment as long as the sequence removes nothing: not evaluated.
+bool knockout_applies(const analysis::Knockout& k, int64_t length) {
+  return !((k.kind == "reach" || k.kind == "state_reset") && k.setting >= length);
+}
+
+// Progress of the evaluations: one updating line on a terminal, a line per finished length in a
+// log.
+class AnalyzeProgress {
+ public:
+  AnalyzeProgress(int64_t total, bool quiet, Clock::time_point start)
+      : total_(total), quiet_(quiet), tty_(::isatty(2) != 0), start_(start) {}
+  void tick(int64_t length, bool length_done) {
+    ++done_;
+    if (quiet_ || (!tty_ && !length_done)) return;
+    const double el = seconds_since(start_);
+    const double eta = el / static_cast<double>(done_) * static_cast<double>(total_ - done_);
+    std::fprintf(stderr, "%sanalyze: length %lld, %lld/%lld evaluations, %s elapsed, ETA %s%s",
+                 tty_ ? "\r" : "", static_cast<long long>(length), static_cast<long long>(done_),
+                 static_cast<long long>(total_), format_duration(el).c_str(),
+                 format_duration(eta).c_str(), tty_ ? "   " : "\n");
+    std::fflush(stderr);
+  }
+  void finish() const {
+    if (!quiet_ && tty_) std::fprintf(stderr, "\n");
   }
 
-  std::vector<HeadStats> out;
-  const auto head = [&model, length](size_t layer, int64_t h, HeadStatsKind kind) {
-    HeadStats s;
-    s.layer = static_cast<int64_t>(layer);
-    s.head = h;
-    s.length = length;
-    s.mixer = model.options().layers[layer].type->name;
-    s.kind = kind;
-    return s;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    if (att[i].rows.defined()) {
-      const torch::Tensor r = att[i].rows;
-      for (int64_t h = 0; h < r.size(0); ++h) {
-        HeadStats s = head(i, h, HeadStatsKind::kAttentionWeights);
-        const double rows_h = r[h].item<double>();
-        s.mean_distance = att[i].distance[h].item<double>() / rows_h;
-        s.entropy = att[i].entropy[h].item<double>() / rows_h;
-        s.sink_mass = att[i].sink[h].item<double>() / rows_h;
-        s.local_mass = att[i].local[h].item<double>() / rows_h;
-        out.push_back(s);
-      }
-    }
-    if (gates[i].tokens.defined()) {
-      const torch::Tensor t = gates[i].tokens;
-      for (int64_t h = 0; h < t.size(0); ++h) {
-        HeadStats s = head(i, h, HeadStatsKind::kGates);
-        s.mean_alpha = gates[i].alpha[h].item<double>() / t[h].item<double>();
-        s.memory_length = s.mean_alpha < 1 ? 1.0 / (1.0 - s.mean_alpha) : INFINITY;
-        s.mean_beta = gates[i].beta[h].item<double>() / t[h].item<double>();
-        for (const torch::Tensor& piece : norms[i])
-          s.state_norms.push_back(piece[h].item<double>());
-        s.state_positions = positions;
-        out.push_back(s);
-      }
+ private:
+  int64_t total_, done_ = 0;
+  bool quiet_, tty_;
+  Clock::time_point start_;
+};
+
+// Every length of res.lengths without and with each knock-out of `plan`, into res.knockouts.
+void run_knockouts(HybridModel& model, Task& task, const EvalOptions& eval,
+                   const std::vector<analysis::Knockout>& plan, bool quiet, Clock::time_point start,
+                   AnalysisResult& res) {
+  int64_t total = 0;
+  for (int64_t L : res.lengths) {
+    total += 1;
+    for (const auto& k : plan) total += knockout_applies(k, L) ? 1 : 0;
+  }
+  AnalyzeProgress progress(total, quiet, start);
+  for (int64_t L : res.lengths) {
+    model.set_ablation({});
+    const double base = primary(evaluate_length(model, task, eval, L, eval.examples), res.metric);
+    int64_t left = 0;
+    for (const auto& k : plan) left += knockout_applies(k, L) ? 1 : 0;
+    progress.tick(L, left == 0);
+    for (const auto& k : plan) {
+      if (!knockout_applies(k, L)) continue;
+      model.set_ablation(k.ablation);
+      KnockoutResult r;
+      r.kind = k.kind;
+      r.layer = k.layer;
+      r.target = k.target;
+      r.setting = k.setting;
+      r.length = L;
+      r.baseline = base;
+      r.value = primary(evaluate_length(model, task, eval, L, eval.examples), res.metric);
+      r.damage = res.higher_is_better ? base - r.value : r.value - base;
+      res.knockouts.push_back(r);
+      progress.tick(L, --left == 0);
     }
   }
-  return out;
+  model.set_ablation({});
+  progress.finish();
 }
 
 }  // namespace
@@ -189,55 +270,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
   const std::vector<analysis::Knockout> plan =
       analysis::plan_knockouts(*model, opts.kinds, opts.state_window, windows);
 
-  // A window or segment as long as the sequence removes nothing: not evaluated.
-  const auto applies = [](const analysis::Knockout& k, int64_t L) {
-    return !((k.kind == "reach" || k.kind == "state_reset") && k.setting >= L);
-  };
-  int64_t total = 0;
-  for (int64_t L : res.lengths) {
-    total += 1;
-    for (const auto& k : plan) total += applies(k, L) ? 1 : 0;
-  }
-  int64_t done = 0;
-  const bool tty = ::isatty(2) != 0;
-  // One updating line on a terminal, a line per finished length in a log.
-  const auto tick = [&](int64_t L, bool length_done) {
-    ++done;
-    if (opts.quiet || (!tty && !length_done)) return;
-    const double el = seconds_since(t_start);
-    std::fprintf(
-        stderr, "%sanalyze: length %lld, %lld/%lld evaluations, %s elapsed, ETA %s%s",
-        tty ? "\r" : "", static_cast<long long>(L), static_cast<long long>(done),
-        static_cast<long long>(total), format_duration(el).c_str(),
-        format_duration(el / static_cast<double>(done) * static_cast<double>(total - done)).c_str(),
-        tty ? "   " : "\n");
-    std::fflush(stderr);
-  };
-
-  for (int64_t L : res.lengths) {
-    model->set_ablation({});
-    const double base = primary(evaluate_length(*model, task, eval, L, examples), res.metric);
-    int64_t left = 0;
-    for (const auto& k : plan) left += applies(k, L) ? 1 : 0;
-    tick(L, left == 0);
-    for (const auto& k : plan) {
-      if (!applies(k, L)) continue;
-      model->set_ablation(k.ablation);
-      KnockoutResult r;
-      r.kind = k.kind;
-      r.layer = k.layer;
-      r.target = k.target;
-      r.setting = k.setting;
-      r.length = L;
-      r.baseline = base;
-      r.value = primary(evaluate_length(*model, task, eval, L, examples), res.metric);
-      r.damage = res.higher_is_better ? base - r.value : r.value - base;
-      res.knockouts.push_back(r);
-      tick(L, --left == 0);
-    }
-  }
-  model->set_ablation({});
-  if (!opts.quiet && tty) std::fprintf(stderr, "\n");
+  run_knockouts(*model, task, eval, plan, opts.quiet, t_start, res);
   if (opts.head_stats) {
     for (int64_t L : res.lengths) {
       for (HeadStats& s : head_stats_at(*model, task, eval, L, std::min<int64_t>(examples, 32)))

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "analysis/write.h"
@@ -66,53 +67,58 @@ std::string markdown_grid(const Grid& g, const std::vector<int64_t>& lengths) {
 
 }  // namespace
 
-std::vector<std::string> write_analysis(const std::string& dir, const AnalysisResult& res,
-                                        double tolerance, bool plots) {
-  std::vector<std::string> files;
-  const auto path = [&](const std::string& name) {
-    files.push_back((fs::path(dir) / name).string());
-    return files.back();
-  };
+namespace {
 
+// What the tables feed to summary.md and the plots.
+struct AnalysisGrids {
+  std::map<std::string, Grid> damage;  // knock-out kind -> grid (reach rows are their own)
+  Grid reach;
+  Grid distance;                                                      // attention heads
+  std::map<int64_t, std::vector<const HeadStats*>> norms_at_longest;  // layer -> heads
+};
+
+// knockouts.csv and reach.csv.
+void write_knockout_tables(const AnalysisResult& res, double tolerance,
+                           const std::function<std::string(const std::string&)>& path,
+                           AnalysisGrids& g) {
   std::vector<std::vector<std::string>> rows;
-  std::map<std::string, Grid> damage;  // kind -> grid (reach rows carry the window)
   for (const auto& k : res.knockouts) {
     rows.push_back({k.kind, str(k.layer), k.target, str(k.setting), str(k.length),
                     format_number(k.baseline), format_number(k.value), format_number(k.damage)});
-    if (k.kind != "reach") damage[k.kind].add(k.target, k.length, k.damage);
+    if (k.kind != "reach") g.damage[k.kind].add(k.target, k.length, k.damage);
   }
   plot::write_csv(path("knockouts.csv"),
                   {"kind", "layer", "target", "setting", "length", "baseline", "value", "damage"},
                   rows);
-
   rows.clear();
-  Grid reach_grid;
   for (const Reach& r : reaches(res, tolerance)) {
     rows.push_back(
         {str(r.layer), r.target, str(r.length), str(r.window), r.whole_context ? "true" : "false"});
-    reach_grid.add(r.target, r.length, static_cast<double>(r.window));
+    g.reach.add(r.target, r.length, static_cast<double>(r.window));
   }
   plot::write_csv(path("reach.csv"), {"layer", "target", "length", "reach", "whole_context"}, rows);
+}
 
+// heads_attention.csv, heads_gated_deltanet.csv and state_norms.csv.
+void write_head_tables(const AnalysisResult& res,
+                       const std::function<std::string(const std::string&)>& path,
+                       AnalysisGrids& g) {
   std::vector<std::vector<std::string>> att_rows, gdn_rows, norm_rows;
-  Grid distance_grid;
-  std::map<int64_t, std::vector<const HeadStats*>> norms_at_longest;  // layer -> heads
   for (const HeadStats& h : res.heads) {
     if (h.kind == HeadStatsKind::kAttentionWeights) {
       att_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_distance),
                           format_number(h.entropy), format_number(h.sink_mass),
                           format_number(h.local_mass)});
-      distance_grid.add(fmt::format("layer {} head {}", h.layer, h.head), h.length,
-                        h.mean_distance);
-    } else {
-      gdn_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_alpha),
-                          format_number(h.memory_length), format_number(h.mean_beta)});
-      for (size_t i = 0; i < h.state_norms.size(); ++i) {
-        norm_rows.push_back({str(h.layer), str(h.head), str(h.length), str(h.state_positions[i]),
-                             format_number(h.state_norms[i])});
-      }
-      if (h.length == res.lengths.back()) norms_at_longest[h.layer].push_back(&h);
+      g.distance.add(fmt::format("layer {} head {}", h.layer, h.head), h.length, h.mean_distance);
+      continue;
     }
+    gdn_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_alpha),
+                        format_number(h.memory_length), format_number(h.mean_beta)});
+    for (size_t i = 0; i < h.state_norms.size(); ++i) {
+      norm_rows.push_back({str(h.layer), str(h.head), str(h.length), str(h.state_positions[i]),
+                           format_number(h.state_norms[i])});
+    }
+    if (h.length == res.lengths.back()) g.norms_at_longest[h.layer].push_back(&h);
   }
   plot::write_csv(
       path("heads_attention.csv"),
@@ -123,62 +129,84 @@ std::vector<std::string> write_analysis(const std::string& dir, const AnalysisRe
                   gdn_rows);
   plot::write_csv(path("state_norms.csv"), {"layer", "head", "length", "position", "state_norm"},
                   norm_rows);
+}
 
+std::string summary_markdown(const AnalysisResult& res, double tolerance, const AnalysisGrids& g) {
   std::string md = fmt::format(
       "# Analysis of {}\n\nTask {}, metric {} ({} is better), trained at {} tokens; {:.0f} s.\n\n"
       "{}\n",
       res.run, res.task, res.metric, res.higher_is_better ? "higher" : "lower", res.train_length,
       res.seconds, res.summary);
-  for (const auto& [kind, grid] : damage) {
+  for (const auto& [kind, grid] : g.damage) {
     md += fmt::format("\n## Damage of the {} knock-out ({} lost; columns: length)\n\n", kind,
                       res.metric) +
           markdown_grid(grid, res.lengths);
   }
-  if (!reach_grid.rows.empty()) {
+  if (!g.reach.rows.empty()) {
     md += fmt::format("\n## Reach: smallest window within {} {} (the length itself: none was)\n\n",
                       format_number(tolerance), res.metric) +
-          markdown_grid(reach_grid, res.lengths);
+          markdown_grid(g.reach, res.lengths);
   }
-  write_file_atomic(path("summary.md"), md);
-  files.push_back(write_record(dir, res));
+  return md;
+}
 
-  if (plots && plot::gnuplot_available()) {
-    std::vector<std::string> xt;
-    for (int64_t L : res.lengths) xt.push_back(str(L));
-    for (const auto& [kind, grid] : damage) {
-      plot::plot_heatmap(grid.matrix(res.lengths),
-                         fmt::format("{} knock-out: {} lost", kind, res.metric), "eval length", "",
-                         path("knockout_" + kind + ".png"), xt, grid.rows);
+// The recurrent layers' state norm along the longest length, averaged over each layer's heads.
+void plot_state_norms(const AnalysisResult& res, const AnalysisGrids& g, const std::string& file) {
+  plot::LinePlot lp;
+  lp.title =
+      fmt::format("recurrent state norm at {} tokens (mean over heads)", res.lengths.back());
+  lp.xlabel = "position (tokens seen)";
+  lp.ylabel = "Frobenius norm of the state";
+  for (const auto& [layer, heads] : g.norms_at_longest) {
+    plot::Series s;
+    s.title = fmt::format("layer {}", layer);
+    for (size_t i = 0; i < heads.front()->state_norms.size(); ++i) {
+      double sum = 0;
+      for (const auto* h : heads) sum += h->state_norms[i];
+      s.x.push_back(static_cast<double>(heads.front()->state_positions[i]));
+      s.y.push_back(sum / static_cast<double>(heads.size()));
     }
-    if (!reach_grid.rows.empty()) {
-      plot::plot_heatmap(reach_grid.matrix(res.lengths).log2(),
-                         "reach: log2 of the smallest sufficient window (tokens)", "eval length",
-                         "", path("reach.png"), xt, reach_grid.rows);
-    }
-    if (!distance_grid.rows.empty()) {
-      plot::plot_heatmap(distance_grid.matrix(res.lengths), "mean attention distance (tokens)",
-                         "eval length", "", path("attention_distance.png"), xt, distance_grid.rows);
-    }
-    if (!norms_at_longest.empty()) {
-      plot::LinePlot lp;
-      lp.title = fmt::format("Gated DeltaNet state norm at {} tokens (mean over heads)",
-                             res.lengths.back());
-      lp.xlabel = "position (tokens seen)";
-      lp.ylabel = "Frobenius norm of the state";
-      for (const auto& [layer, heads] : norms_at_longest) {
-        plot::Series s;
-        s.title = fmt::format("layer {}", layer);
-        for (size_t i = 0; i < heads.front()->state_norms.size(); ++i) {
-          double sum = 0;
-          for (const auto* h : heads) sum += h->state_norms[i];
-          s.x.push_back(static_cast<double>(heads.front()->state_positions[i]));
-          s.y.push_back(sum / static_cast<double>(heads.size()));
-        }
-        lp.series.push_back(s);
-      }
-      plot::plot_lines(lp, path("state_norms.png"));
-    }
+    lp.series.push_back(s);
   }
+  plot::plot_lines(lp, file);
+}
+
+void write_analysis_plots(const AnalysisResult& res, const AnalysisGrids& g,
+                          const std::function<std::string(const std::string&)>& path) {
+  std::vector<std::string> xt;
+  for (int64_t L : res.lengths) xt.push_back(str(L));
+  for (const auto& [kind, grid] : g.damage) {
+    plot::plot_heatmap(grid.matrix(res.lengths),
+                       fmt::format("{} knock-out: {} lost", kind, res.metric), "eval length", "",
+                       path("knockout_" + kind + ".png"), xt, grid.rows);
+  }
+  if (!g.reach.rows.empty()) {
+    plot::plot_heatmap(g.reach.matrix(res.lengths).log2(),
+                       "reach: log2 of the smallest sufficient window (tokens)", "eval length", "",
+                       path("reach.png"), xt, g.reach.rows);
+  }
+  if (!g.distance.rows.empty()) {
+    plot::plot_heatmap(g.distance.matrix(res.lengths), "mean attention distance (tokens)",
+                       "eval length", "", path("attention_distance.png"), xt, g.distance.rows);
+  }
+  if (!g.norms_at_longest.empty()) plot_state_norms(res, g, path("state_norms.png"));
+}
+
+}  // namespace
+
+std::vector<std::string> write_analysis(const std::string& dir, const AnalysisResult& res,
+                                        double tolerance, bool plots) {
+  std::vector<std::string> files;
+  const std::function<std::string(const std::string&)> path = [&](const std::string& name) {
+    files.push_back((fs::path(dir) / name).string());
+    return files.back();
+  };
+  AnalysisGrids grids;
+  write_knockout_tables(res, tolerance, path, grids);
+  write_head_tables(res, path, grids);
+  write_file_atomic(path("summary.md"), summary_markdown(res, tolerance, grids));
+  files.push_back(write_record(dir, res));
+  if (plots && plot::gnuplot_available()) write_analysis_plots(res, grids, path);
   return files;
 }
 

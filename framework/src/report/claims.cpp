@@ -22,6 +22,59 @@ std::string claim_status_name(ClaimStatus s) {
   return "inconclusive";
 }
 
+namespace {
+
+// The status of "a rel b" for a in [alo, ahi] and b in [blo, bhi] (kBetter/kWorse already turned
+// into kAbove/kBelow): holds when every value of the intervals satisfies it, fails when none does.
+ClaimStatus judge(Relation rel, double alo, double ahi, double blo, double bhi, double tolerance) {
+  bool holds = false, fails = false;
+  switch (rel) {
+    case Relation::kAbove:
+      holds = alo > bhi;
+      fails = ahi <= blo;
+      break;
+    case Relation::kBelow:
+      holds = ahi < blo;
+      fails = alo >= bhi;
+      break;
+    case Relation::kAtLeast:
+      holds = alo >= bhi;
+      fails = ahi < blo;
+      break;
+    case Relation::kAtMost:
+      holds = ahi <= blo;
+      fails = alo > bhi;
+      break;
+    case Relation::kWithin: {
+      const double dlo = alo - bhi, dhi = ahi - blo;
+      holds = dlo >= -tolerance && dhi <= tolerance;
+      fails = dlo > tolerance || dhi < -tolerance;
+      break;
+    }
+    case Relation::kBetter:
+    case Relation::kWorse:
+      break;
+  }
+  return holds ? ClaimStatus::kHolds : fails ? ClaimStatus::kFails : ClaimStatus::kInconclusive;
+}
+
+// A claim whose variants split by seed (some seeds on the plateau) is reported as split, with
+// what the intervals alone said.
+void mark_split(const Claim& claim, const SplitLookup& split, ClaimOutcome& o) {
+  std::string notes;
+  for (const std::string* variant :
+       {&claim.lhs.variant, claim.rhs_is_number ? nullptr : &claim.rhs.variant}) {
+    if (!variant || (variant != &claim.lhs.variant && *variant == claim.lhs.variant)) continue;
+    const std::string n = split(*variant);
+    if (!n.empty()) notes += (notes.empty() ? "" : "; ") + *variant + " " + n;
+  }
+  if (notes.empty()) return;
+  o.note = fmt::format("{} (on the intervals alone: {})", notes, claim_status_name(o.status));
+  o.status = ClaimStatus::kSplit;
+}
+
+}  // namespace
+
 ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
                             const std::function<bool(const std::string&)>& higher_is_better,
                             const SplitLookup& split, const PairedLookup& paired) {
@@ -53,35 +106,7 @@ ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
     // Judged on the per-seed differences: a − b against 0, exactly as two intervals would be.
     alo = o.difference.lo(), ahi = o.difference.hi(), blo = 0, bhi = 0;
   }
-  bool holds = false, fails = false;
-  switch (rel) {
-    case Relation::kAbove:
-      holds = alo > bhi;
-      fails = ahi <= blo;
-      break;
-    case Relation::kBelow:
-      holds = ahi < blo;
-      fails = alo >= bhi;
-      break;
-    case Relation::kAtLeast:
-      holds = alo >= bhi;
-      fails = ahi < blo;
-      break;
-    case Relation::kAtMost:
-      holds = ahi <= blo;
-      fails = alo > bhi;
-      break;
-    case Relation::kWithin: {
-      const double dlo = alo - bhi, dhi = ahi - blo, t = claim.tolerance;
-      holds = dlo >= -t && dhi <= t;
-      fails = dlo > t || dhi < -t;
-      break;
-    }
-    case Relation::kBetter:
-    case Relation::kWorse:
-      break;
-  }
-  o.status = holds ? ClaimStatus::kHolds : fails ? ClaimStatus::kFails : ClaimStatus::kInconclusive;
+  o.status = judge(rel, alo, ahi, blo, bhi, claim.tolerance);
   if (!o.difference.empty()) {
     o.note = fmt::format("paired over {} seeds: difference {:.4g} ± {:.4g}", o.difference.n,
                          o.difference.mean, o.difference.half_width);
@@ -93,19 +118,7 @@ ClaimOutcome evaluate_claim(const Claim& claim, const CellLookup& lookup,
   }
   const bool points = !o.lhs.has_interval() && (claim.rhs_is_number || !o.rhs.has_interval());
   if (points) o.note += std::string(o.note.empty() ? "" : "; ") + "n=1: no interval";
-  if (split) {
-    std::string notes;
-    for (const std::string* variant :
-         {&claim.lhs.variant, claim.rhs_is_number ? nullptr : &claim.rhs.variant}) {
-      if (!variant || (variant != &claim.lhs.variant && *variant == claim.lhs.variant)) continue;
-      const std::string n = split(*variant);
-      if (!n.empty()) notes += (notes.empty() ? "" : "; ") + *variant + " " + n;
-    }
-    if (!notes.empty()) {
-      o.note = fmt::format("{} (on the intervals alone: {})", notes, claim_status_name(o.status));
-      o.status = ClaimStatus::kSplit;
-    }
-  }
+  if (split) mark_split(claim, split, o);
   return o;
 }
 

@@ -15,6 +15,24 @@ double validation_score(const RunData& run) {
   return m == at->second.end() ? NAN : m->second;
 }
 
+namespace {
+
+// The mean validation score over a variant's seeds (those that have one); NaN when none has.
+double mean_validation_score(const VariantCells& vc) {
+  double sum = 0;
+  int n = 0;
+  for (const RunData* r : vc.runs) {
+    const double s = validation_score(*r);
+    if (std::isfinite(s)) {
+      sum += s;
+      ++n;
+    }
+  }
+  return n ? sum / n : NAN;
+}
+
+}  // namespace
+
 std::vector<VariantCells> select_tuned(const std::vector<VariantCells>& groups) {
   std::vector<VariantCells> out;
   std::vector<bool> done(groups.size(), false);
@@ -57,16 +75,7 @@ std::vector<VariantCells> select_tuned(const std::vector<VariantCells>& groups) 
     double best_score = NAN;
     for (size_t c = 0; c < cand.size(); ++c) {
       const VariantCells& vc = groups[cand[c]];
-      double sum = 0;
-      int n = 0;
-      for (const RunData* r : vc.runs) {
-        const double s = validation_score(*r);
-        if (std::isfinite(s)) {
-          sum += s;
-          ++n;
-        }
-      }
-      const double score = n ? sum / n : NAN;
+      const double score = mean_validation_score(vc);
       std::string text;
       for (const auto& [k, grid] : first->tuned) {
         text += (text.empty() ? "" : ", ") + k + "=" + vc.runs.front()->label(k);

@@ -147,19 +147,33 @@ std::vector<std::string> rank_command(const std::vector<std::string>& argv) {
   return out;
 }
 
+namespace {
+
+// The port rank 0 listens on. Rank 0 listens on this host: a port in use is one error now
+// (UserError), not a rank that fails while the others wait for it.
+int master_port(const LaunchOptions& o) {
+  const int port = o.master_port > 0 ? o.master_port : o.nnodes == 1 ? free_port() : 29500;
+  if (o.node_rank != 0) return port;
+  const std::string why = port_problem(port);
+  if (!why.empty()) {
+    throw UserError(fmt::format(
+        "--master-port {}: rank 0 cannot listen on it here ({}); choose another port{}", port, why,
+        o.nnodes == 1 ? ", or leave --master-port out and a free one is picked" : ""));
+  }
+  return port;
+}
+
+// A rank that fails first makes the others fail too (they lose it): the exit code is the
+// likeliest cause's, a killed rank before bad input (2) before a lost peer (1).
+int rank_of_cause(int c) {
+  return c > 128 && c != 130 && c != 128 + SIGTERM ? 4 : c == 2 ? 3 : c == 1 ? 1 : c == 130 ? 0 : 2;
+}
+
+}  // namespace
+
 int launch_ranks(const LaunchOptions& o) {
   if (o.command.empty()) throw UserError("launch_ranks: no command");
-  const int port = o.master_port > 0 ? o.master_port : o.nnodes == 1 ? free_port() : 29500;
-  // Rank 0 listens on this host: a port in use is one error now, not a rank that fails while
-  // the others wait for it.
-  if (o.node_rank == 0) {
-    const std::string why = port_problem(port);
-    if (!why.empty()) {
-      throw UserError(fmt::format(
-          "--master-port {}: rank 0 cannot listen on it here ({}); choose another port{}", port,
-          why, o.nnodes == 1 ? ", or leave --master-port out and a free one is picked" : ""));
-    }
-  }
+  const int port = master_port(o);
   const int64_t threads = std::max<int64_t>(1, hardware_threads() / o.nproc_per_node);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -175,15 +189,6 @@ int launch_ranks(const LaunchOptions& o) {
   int code = 0;
   bool forwarded = false, stopping = false, killed = false;
   Clock::time_point kill_at{};
-  // A rank that fails first makes the others fail too (they lose it): the exit code is the
-  // likeliest cause's, a killed rank before bad input (2) before a lost peer (1).
-  const auto rank_of_cause = [](int c) {
-    return c > 128 && c != 130 && c != 128 + SIGTERM ? 4
-           : c == 2                                  ? 3
-           : c == 1                                  ? 1
-           : c == 130                                ? 0
-                                                     : 2;
-  };
   while (!running.empty()) {
     const int sig = pending_signal().exchange(0);
     if (sig != 0 && !forwarded) {

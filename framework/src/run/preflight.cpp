@@ -113,6 +113,62 @@ void collect_schemes(const YAML::Node& n, std::set<std::string>& out) {
   }
 }
 
+// Reads `fd` to its end, then closes it.
+std::string read_to_end(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// Applies a pre-flight child's report (check_in_child's lines: B group = building, O group = built,
+// K group len + message = crashed, E kind group len + message = a located error, rethrown here):
+// crashed variants go to `crashed`, `next` past the last group settled. Returns the group being
+// built when the report ends (-1 when none).
+long apply_child_report(const std::string& report, const std::vector<Group>& groups,
+                        const std::vector<Variant>& variants,
+                        std::map<std::string, std::string>& crashed, size_t& next) {
+  long current = -1;
+  size_t at = 0;
+  while (at < report.size()) {
+    const size_t eol = report.find('\n', at);
+    if (eol == std::string::npos) break;
+    const std::string line = report.substr(at, eol - at);
+    at = eol + 1;
+    const char tag = line.empty() ? 0 : line[0];
+    if (tag == 'B') {
+      current = std::stol(line.substr(2));
+    } else if (tag == 'O') {
+      next = static_cast<size_t>(std::stol(line.substr(2))) + 1;
+      current = -1;
+    } else if (tag == 'K') {
+      size_t g = 0, len = 0;
+      std::sscanf(line.c_str(), "K %zu %zu", &g, &len);
+      const std::string msg = report.substr(at, len);
+      at += len;
+      for (size_t m : groups[g].members)
+        crashed[variants[m].name] = "crashed while building its model: " + msg;
+      next = g + 1;
+      current = -1;
+    } else if (tag == 'E') {
+      char kind = 0;
+      size_t g = 0, len = 0;
+      std::sscanf(line.c_str(), "E %c %zu %zu", &kind, &g, &len);
+      const std::string msg = report.substr(at, len);
+      const std::string where =
+          variants.size() > 1 ? fmt::format("run '{}': ", variants[groups[g].members[0]].name) : "";
+      rethrow(kind, where + msg);
+    }
+  }
+  return current;
+}
+
 }  // namespace
 
 std::string signal_text(int sig) {
@@ -136,52 +192,11 @@ std::map<std::string, std::string> preflight_variants(const Config& cfg,
       for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
       check_in_child(fds[1], cfg, variants, sweep, config_dir, groups, next);
     }
-    std::string report;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fds[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      report.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fds[0]);
+    const std::string report = read_to_end(fds[0]);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    // Parse the child's report.
-    long current = -1;  // the group being built when the report ends
-    size_t at = 0;
-    while (at < report.size()) {
-      const size_t eol = report.find('\n', at);
-      if (eol == std::string::npos) break;
-      const std::string line = report.substr(at, eol - at);
-      at = eol + 1;
-      char tag = line.empty() ? 0 : line[0];
-      if (tag == 'B') {
-        current = std::stol(line.substr(2));
-      } else if (tag == 'O') {
-        next = static_cast<size_t>(std::stol(line.substr(2))) + 1;
-        current = -1;
-      } else if (tag == 'K') {
-        size_t g = 0, len = 0;
-        std::sscanf(line.c_str(), "K %zu %zu", &g, &len);
-        const std::string msg = report.substr(at, len);
-        at += len;
-        for (size_t m : groups[g].members)
-          crashed[variants[m].name] = "crashed while building its model: " + msg;
-        next = g + 1;
-        current = -1;
-      } else if (tag == 'E') {
-        char kind = 0;
-        size_t g = 0, len = 0;
-        std::sscanf(line.c_str(), "E %c %zu %zu", &kind, &g, &len);
-        const std::string msg = report.substr(at, len);
-        const std::string where =
-            variants.size() > 1 ? fmt::format("run '{}': ", variants[groups[g].members[0]].name)
-                                : "";
-        rethrow(kind, where + msg);
-      }
-    }
+    const long current = apply_child_report(report, groups, variants, crashed, next);
     if (WIFSIGNALED(status) && current >= 0) {
       const Group& g = groups[static_cast<size_t>(current)];
       std::set<std::string> schemes;

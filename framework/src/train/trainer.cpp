@@ -420,6 +420,33 @@ class MetricsLog {
   FILE* file_ = nullptr;
 };
 
+// This process's place in a data-parallel run: each rank trains on its slice of every global
+// batch and rank 0 writes. Throws ConfigError when the batch does not split evenly.
+struct RankPlace {
+  bool parallel = false;
+  int64_t world = 1, rank = 0;
+  bool writer = true;
+};
+RankPlace rank_of(ProcessGroup* group, int64_t batch_size) {
+  RankPlace r;
+  r.parallel = group && group->world_size() > 1;
+  r.world = r.parallel ? group->world_size() : 1;
+  r.rank = r.parallel ? group->rank() : 0;
+  r.writer = r.rank == 0;
+  if (batch_size % r.world != 0) {
+    throw ConfigError(
+        fmt::format("train.batch_size {} is not a multiple of the {} ranks", batch_size, r.world));
+  }
+  return r;
+}
+
+[[noreturn]] void throw_diverged(double loss, int64_t step, const std::string& last_checkpoint) {
+  throw TrainingDiverged(
+      fmt::format("training diverged: the loss is {} at step {}; the last good checkpoint is {}; "
+                  "lower train.lr or raise train.warmup_steps / train.grad_clip",
+                  loss, step + 1, last_checkpoint));
+}
+
 }  // namespace
 
 TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
@@ -429,15 +456,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
   auto opt = make_optimizer(model, o);
-  // Data parallel: this rank's slice of each global batch; rank 0 writes.
-  const bool parallel = group && group->world_size() > 1;
-  const int64_t world = parallel ? group->world_size() : 1;
-  const int64_t rank = parallel ? group->rank() : 0;
-  const bool writer = rank == 0;
-  if (o.batch_size % world != 0) {
-    throw ConfigError(
-        fmt::format("train.batch_size {} is not a multiple of the {} ranks", o.batch_size, world));
-  }
+  const auto [parallel, world, rank, writer] = rank_of(group, o.batch_size);
   const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
   const std::string ckpt = checkpoint_path(run_dir);
   // Appending through a link would write out of the runs folder; reading a pipe would block.
@@ -484,10 +503,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     summary.model_s += seconds(t2 - t1);
     if (!std::isfinite(loss_v)) {
       progress.finish();
-      throw TrainingDiverged(fmt::format(
-          "training diverged: the loss is {} at step {}; the last good checkpoint is {}; lower "
-          "train.lr or raise train.warmup_steps / train.grad_clip",
-          loss_v, step + 1, last_ckpt_text));
+      throw_diverged(loss_v, step, last_ckpt_text);
     }
     const auto [grad_norm, lr] = apply_update(*opt, params, o, step);
     const auto t3 = Clock::now();
