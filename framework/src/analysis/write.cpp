@@ -153,8 +153,7 @@ std::string summary_markdown(const AnalysisResult& res, double tolerance, const 
 // The recurrent layers' state norm along the longest length, averaged over each layer's heads.
 void plot_state_norms(const AnalysisResult& res, const AnalysisGrids& g, const std::string& file) {
   plot::LinePlot lp;
-  lp.title =
-      fmt::format("recurrent state norm at {} tokens (mean over heads)", res.lengths.back());
+  lp.title = fmt::format("recurrent state norm at {} tokens (mean over heads)", res.lengths.back());
   lp.xlabel = "position (tokens seen)";
   lp.ylabel = "Frobenius norm of the state";
   for (const auto& [layer, heads] : g.norms_at_longest) {
