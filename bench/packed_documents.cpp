@@ -5,7 +5,7 @@
 // a packed row as its own row (model/packed_documents.h), so the cost is the gather/scatter around
 // every mixer plus the padding of the extra rows. Cases, in interleaved rounds, best call each:
 //   no_boundary  packed rows without a boundary (the gather/scatter alone)
-//   one_row      one row of the 8 holds a boundary (Brown at 256 bytes: about 2% of rows)
+//   one_row      one row of the 8 holds a boundary (12.5% of rows; Brown at 256 bytes: about 2%)
 //   every_row    every row holds one boundary at a uniform position (rows twice as many)
 // Counters: the time of each relative to plain rows (`<case>_over_plain`; 1 = as fast).
 
