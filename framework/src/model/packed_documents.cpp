@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace hybridlab {
 
 PackedDocuments packed_documents(const torch::Tensor& starts_in) {
@@ -30,31 +32,31 @@ PackedDocuments packed_documents(const torch::Tensor& starts_in) {
   return p;
 }
 
+namespace {
+
+// `lead` followed by the dims of x after its first two: the shape of x with [B,T] or [S,L]
+// replaced.
+std::vector<int64_t> with_trailing(std::vector<int64_t> lead, const torch::Tensor& x) {
+  for (int64_t d = 2; d < x.dim(); ++d) lead.push_back(x.size(d));
+  return lead;
+}
+
+}  // namespace
+
 torch::Tensor PackedDocuments::split(const torch::Tensor& x) const {
   TORCH_CHECK(x.dim() >= 2 && x.size(0) == rows && x.size(1) == length,
               "packed documents: expected [", rows, ",", length, ",...], got ", x.sizes());
-  std::vector<int64_t> flat_shape{rows * length};
-  std::vector<int64_t> out_shape{pieces, longest};
-  for (int64_t d = 2; d < x.dim(); ++d) {
-    flat_shape.push_back(x.size(d));
-    out_shape.push_back(x.size(d));
-  }
-  std::vector<int64_t> pad_shape = flat_shape;
-  pad_shape[0] = 1;
-  const torch::Tensor padded = torch::cat({x.reshape(flat_shape), x.new_zeros(pad_shape)});
-  return padded.index_select(0, gather).reshape(out_shape);
+  const torch::Tensor flat = x.reshape(with_trailing({rows * length}, x));
+  const torch::Tensor padded = torch::cat({flat, x.new_zeros(with_trailing({1}, x))});
+  return padded.index_select(0, gather).reshape(with_trailing({pieces, longest}, x));
 }
 
 torch::Tensor PackedDocuments::merge(const torch::Tensor& y) const {
   TORCH_CHECK(y.dim() >= 2 && y.size(0) == pieces && y.size(1) == longest,
               "packed documents: expected [", pieces, ",", longest, ",...], got ", y.sizes());
-  std::vector<int64_t> flat_shape{pieces * longest};
-  std::vector<int64_t> out_shape{rows, length};
-  for (int64_t d = 2; d < y.dim(); ++d) {
-    flat_shape.push_back(y.size(d));
-    out_shape.push_back(y.size(d));
-  }
-  return y.reshape(flat_shape).index_select(0, place).reshape(out_shape);
+  return y.reshape(with_trailing({pieces * longest}, y))
+      .index_select(0, place)
+      .reshape(with_trailing({rows, length}, y));
 }
 
 torch::Tensor window_starts(int64_t rows, int64_t length, int64_t window,

@@ -166,19 +166,29 @@ std::string run_name_part(const std::string& key, const std::string& value) {
 namespace {
 
 // A key cannot be both compared (grid/zip) and tuned per variant (tune).
-void check_tune_clash(const SweepOptions& sweep) {
-  for (const auto& t : sweep.tune) {
-    bool clash = false;
-    for (const auto& a : sweep.grid) clash |= a.key == t.key;
-    for (const auto& g : sweep.zip)
-      for (const auto& a : g) clash |= a.key == t.key;
-    if (clash) {
+// A key is swept by one axis only: listed in grid and in a zip group (or in two zip groups) it
+// would give runs of one configuration under two names; tuned and swept it would be both
+// compared and chosen. Throws ConfigError at the later occurrence, naming the first.
+void check_axis_clash(const SweepOptions& sweep) {
+  std::map<std::string, std::pair<std::string, Location>> first;  // key -> (axis kind, where)
+  const auto see = [&first](const SweepAxis& a, const std::string& kind) {
+    const auto [it, fresh] = first.emplace(a.key, std::make_pair(kind, a.where));
+    if (fresh) return;
+    if (kind == "tune") {
       throw ConfigError(
           fmt::format("{}: sweep.tune: '{}' is also swept by grid/zip; a key is "
                       "either compared (grid) or tuned per variant (tune)",
-                      t.where.str(), t.key));
+                      a.where.str(), a.key));
     }
-  }
+    throw ConfigError(fmt::format(
+        "{}: sweep.{}: '{}' is already swept at {} (sweep.{}); a key is swept by one axis only: "
+        "list its values once, in grid or in the zip group of the keys it goes with",
+        a.where.str(), kind, a.key, it->second.second.str(), it->second.first));
+  };
+  for (const auto& a : sweep.grid) see(a, "grid");
+  for (const auto& g : sweep.zip)
+    for (const auto& a : g) see(a, "zip");
+  for (const auto& a : sweep.tune) see(a, "tune");
 }
 
 // One axis of the expansion: one key (grid, tune, seeds) or several varied together (zip).
@@ -323,7 +333,7 @@ void check_excludes(const SweepOptions& sweep, const std::vector<bool>& used,
 
 std::vector<Variant> expand_sweep(const SweepOptions& sweep) {
   check_axes(sweep);
-  check_tune_clash(sweep);
+  check_axis_clash(sweep);
   size_t first_tuned = 0, end_tuned = 0;
   const std::vector<Axis> axes = sweep_axes(sweep, first_tuned, end_tuned);
   if (axes.empty()) return {Variant{"main", {}, {}, {}}};

@@ -64,6 +64,10 @@ void read_zip(Section& s, SweepOptions& o) {
   YAML::Node z = s.node()["zip"];
   // Each group with its path below the section, under which the config indexes its locations.
   std::vector<std::pair<YAML::Node, std::string>> groups;
+  if ((z.IsMap() || z.IsSequence()) && z.size() == 0) {
+    s.error("zip", "must hold at least one group of key: [values] (leave zip out for none)");
+    return;
+  }
   if (z.IsMap()) {
     groups.emplace_back(z, "zip");
   } else if (z.IsSequence()) {
@@ -82,6 +86,8 @@ void read_zip(Section& s, SweepOptions& o) {
 
 void read_seeds(Section& s, SweepOptions& o) {
   o.seeds = s.get<std::vector<int64_t>>("seeds", {});
+  s.check(!s.has("seeds") || !o.seeds.empty(), "seeds",
+          "must list at least one seed (leave seeds out for one run at train.seed)");
   s.check(std::all_of(o.seeds.begin(), o.seeds.end(), [](int64_t v) { return v >= 0; }), "seeds",
           "every seed must be >= 0");
   const std::set<int64_t> distinct(o.seeds.begin(), o.seeds.end());

@@ -85,6 +85,17 @@ class TextTask : public Task {
           load_text_corpus(o_.path, o_.config_dir, o_.eval_fraction, o_.document_separator));
     }
     if (o_.packing != Packing::kNone) {
+      // The target into the next document is not scored: a 1-byte document scores nothing, and
+      // rows of only such documents would have no target at all.
+      const auto& lengths = corpus_->train.lengths;
+      const auto shortest = std::min_element(lengths.begin(), lengths.end());
+      if (shortest != lengths.end() && *shortest < 2) {
+        throw DataError(fmt::format(
+            "task text: task.packing {} needs train documents of at least 2 bytes (one scored "
+            "target each); '{}' has {} byte",
+            o_.packing == Packing::kDocuments ? "documents" : "concatenated",
+            corpus_->train.names[static_cast<size_t>(shortest - lengths.begin())], *shortest));
+      }
       if (corpus_->train.bytes.numel() < o_.seq_len + 1) {
         throw DataError(fmt::format(
             "task text: task.seq_len {} needs at least {} train bytes; the train documents of "
@@ -268,6 +279,9 @@ TaskType text_task_type() {
         o.config_dir = ctx.config_dir;
         o.where = s.location("path").str();
         s.check(o.seq_len >= 1, "seq_len", "must be >= 1");
+        s.check(o.packing == Packing::kNone || o.seq_len >= 2, "seq_len",
+                "must be >= 2 with task.packing (a row of one target may hold only the unscored "
+                "one into the next document)");
         s.check(o.eval_fraction > 0 && o.eval_fraction < 1, "eval_fraction", "must be in (0, 1)");
         s.check(!o.document_separator.empty(), "document_separator", "must not be empty");
         s.finish();

@@ -219,6 +219,21 @@ TEST_CASE("sweep: axes that would run one configuration twice are refused at the
   CHECK_THAT(error("  seeds: [0, 1, 0]\n"),
              Catch::Contains("exp.yaml:" + std::to_string(lines + 1) +
                              ":3: sweep.seeds: lists a seed twice"));
+  // One key in grid and a zip group, or in two zip groups: refused at the later one.
+  CHECK_THAT(error("  grid:\n    train.lr: [0.1, 0.2]\n  zip:\n    train.lr: [0.1, 0.2]\n"
+                   "    train.steps: [2, 3]\n"),
+             Catch::Contains("exp.yaml:" + std::to_string(lines + 4) +
+                             ":5: sweep.zip: 'train.lr' is already swept at exp.yaml:" + line +
+                             ":5 (sweep.grid)"));
+  CHECK_THAT(error("  zip:\n    - {train.lr: [0.1, 0.2], train.steps: [2, 3]}\n"
+                   "    - {train.lr: [0.3, 0.4], model.d_model: [16, 32]}\n"),
+             Catch::Contains("sweep.zip: 'train.lr' is already swept at"));
+  CHECK_THAT(error("  grid:\n    train.lr: [0.1, 0.2]\n  tune:\n    train.lr: [0.3]\n"),
+             Catch::Contains("sweep.tune: 'train.lr' is also swept by grid/zip"));
+  // Empty lists of groups or seeds are refused like an empty axis.
+  CHECK_THAT(error("  zip: []\n"), Catch::Contains("sweep.zip: must hold at least one group"));
+  CHECK_THAT(error("  zip: {}\n"), Catch::Contains("sweep.zip: must hold at least one group"));
+  CHECK_THAT(error("  seeds: []\n"), Catch::Contains("sweep.seeds: must list at least one seed"));
   // exclude matches values as the readers read them.
   const Experiment e = read(
       "sweep:\n  grid:\n    train.lr: [0.001, 0.01]\n  exclude:\n"

@@ -490,6 +490,23 @@ TEST_CASE("text packing: rows cross documents, starts marked, the crossing targe
   auto short_none = make("task: {name: text, seq_len: 64, path: '" + dir + "'}");
   CHECK(
       torch::equal(packed->eval_set(128, 100, 0).tokens, short_none->eval_set(128, 100, 0).tokens));
+  // A 1-byte train document scores nothing when packed (its only target crosses into the next).
+  jobtest::TempDir tmp;
+  for (const char* split : {"train", "validation"})
+    std::filesystem::create_directories(tmp.path / split);
+  std::ofstream(tmp.path / "train" / "a.txt") << "x";
+  std::ofstream(tmp.path / "train" / "b.txt") << "a longer train document of many bytes";
+  std::ofstream(tmp.path / "validation" / "v.txt") << "a validation document";
+  auto one_byte =
+      make("task: {name: text, seq_len: 8, packing: documents, path: '" + tmp.str() + "'}");
+  REQUIRE_THROWS_WITH(one_byte->prepare({8}),
+                      Contains("at least 2 bytes") && Contains("a.txt") && Contains("has 1 byte"));
+  {
+    Config c = Config::parse("task: {name: text, seq_len: 1, packing: concatenated}", "exp.yaml");
+    TaskContext tc;
+    read_task(c.section("task"), tc);
+    REQUIRE_THROWS_WITH(c.raise_errors(), Contains("task.seq_len") && Contains(">= 2"));
+  }
   // A bad value names its key and the choices.
   Config cfg = Config::parse("task: {name: text, packing: yes}", "exp.yaml");
   TaskContext ctx;
