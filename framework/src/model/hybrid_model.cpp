@@ -59,9 +59,9 @@ torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
   // Each piece runs as its own row from position 0 and an empty state. The zero padding after a
   // short piece is harmless: a causal mixer's earlier outputs never see it (mixers that are not
   // causal say so through document_boundaries() and are refused before training).
-  const torch::Tensor piece_positions = torch::arange(
-      documents->longest, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
-  return documents->merge(mixer->forward(documents->split(x), piece_positions, nullptr));
+  return documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& positions) {
+    return mixer->forward(pieces, positions, nullptr);
+  });
 }
 
 torch::Tensor Block::forward(const torch::Tensor& x, const torch::Tensor& positions,
@@ -157,9 +157,9 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
   if (input_position && !no_input_position_) {
     if (documents) {
       // Input positions restart at every document, as if each were alone.
-      const torch::Tensor piece_positions = torch::arange(
-          documents->longest, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
-      x = documents->merge(checked_embed(*input_position, documents->split(x), piece_positions));
+      x = documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& positions) {
+        return checked_embed(*input_position, pieces, positions);
+      });
     } else {
       x = checked_embed(*input_position, x, positions);
     }

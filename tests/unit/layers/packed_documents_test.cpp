@@ -84,30 +84,62 @@ void check_packed_equals_alone(HybridModel& model, int64_t vocab) {
 }  // namespace
 
 TEST_CASE("packed documents: the layout's indices by hand", "[model][packing]") {
-  // Row 0 holds pieces [0,2) and [2,5), row 1 one piece [0,5): S = 3 pieces, L = 5.
+  // Row 0 holds pieces p0 = [0,2) and p1 = [2,5), row 1 one piece p2 = [0,5). Longest first:
+  // 5, 3, 2; one group costs 3·5 = 15 slots, {5} + {3, 2} costs 5 + 2·3 plus a quarter of 5 for
+  // the second call = 12.25, {5, 3} + {2} 13.25, three groups 12.5: two groups.
   torch::Tensor starts = torch::zeros({2, 5}, torch::kBool);
   starts[0][2] = true;
   starts[1][0] = true;  // a row's first token starts a piece either way
   const PackedDocuments p = packed_documents(starts);
   CHECK(p.pieces == 3);
-  CHECK(p.longest == 5);
+  REQUIRE(p.groups.size() == 2);
+  CHECK(p.groups[0].pieces == 1);
+  CHECK(p.groups[0].longest == 5);
+  CHECK(p.groups[1].pieces == 2);
+  CHECK(p.groups[1].longest == 3);
   const auto vec = [](const torch::Tensor& t) {
     return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
   };
-  CHECK(vec(p.place) == std::vector<int64_t>{0, 1, 5, 6, 7, 10, 11, 12, 13, 14});
-  CHECK(vec(p.gather) == std::vector<int64_t>{0, 1, 10, 10, 10, 2, 3, 4, 10, 10, 5, 6, 7, 8, 9});
+  // Slots: group 0 holds p2 (0..4); group 1, from slot 5, p1 (5..7) then p0 (8..10).
+  CHECK(vec(p.place) == std::vector<int64_t>{8, 9, 5, 6, 7, 0, 1, 2, 3, 4});
+  CHECK(vec(p.groups[0].gather) == std::vector<int64_t>{5, 6, 7, 8, 9});
+  CHECK(vec(p.groups[1].gather) == std::vector<int64_t>{2, 3, 4, 0, 1, 10});
   const torch::Tensor x = torch::arange(1, 21, torch::kDouble).reshape({2, 5, 2});
-  const torch::Tensor pieces = p.split(x);
-  REQUIRE(pieces.sizes() == torch::IntArrayRef({3, 5, 2}));
-  CHECK(pieces[0][1][1].item<double>() == 4.0);  // row 0, token 1
-  CHECK(pieces[1][0][0].item<double>() == 5.0);  // row 0, token 2 begins piece 1
-  CHECK(torch::equal(pieces[0].slice(0, 2), torch::zeros({3, 2}, torch::kDouble)));
+  const std::vector<torch::Tensor> pieces = p.split(x);
+  REQUIRE(pieces[0].sizes() == torch::IntArrayRef({1, 5, 2}));
+  REQUIRE(pieces[1].sizes() == torch::IntArrayRef({2, 3, 2}));
+  CHECK(pieces[0][0][0][0].item<double>() == 11.0);  // row 1, token 0
+  CHECK(pieces[1][0][0][0].item<double>() == 5.0);   // row 0, token 2 begins p1
+  CHECK(pieces[1][1][1][1].item<double>() == 4.0);   // row 0, token 1
+  CHECK(torch::equal(pieces[1][1][2], torch::zeros({2}, torch::kDouble)));  // p0's padding
   CHECK(torch::equal(p.merge(pieces), x));
-  // The state-reset knock-out's pieces: a start every 2 tokens.
+  // The state-reset knock-out's pieces: a start every 2 tokens (2, 2, 1: {2, 2} + {1}).
   const PackedDocuments windows = packed_documents(window_starts(1, 5, 2, torch::kCPU));
   CHECK(windows.pieces == 3);
-  CHECK(windows.longest == 2);
+  CHECK(windows.groups.size() == 2);
   CHECK_THROWS_WITH(packed_documents(torch::zeros({2, 5})), Contains("bool"));
+}
+
+TEST_CASE("packed documents: pieces grouped by length to cut the padding", "[model][packing]") {
+  CHECK(piece_group_starts({}).empty());
+  CHECK(piece_group_starts({10, 10, 10, 10}).empty());  // equal lengths: one group
+  // One long piece and six short: 100 + 6·10 + 25 = 185 slots against 700 in one group.
+  CHECK(piece_group_starts({100, 10, 10, 10, 10, 10, 10}) == std::vector<size_t>{1});
+  // Three clear sizes: three groups (the most).
+  CHECK(piece_group_starts({400, 400, 100, 100, 100, 10, 10, 10, 10}) == std::vector<size_t>{2, 5});
+  // Rows of 256 each cut once: half the pieces are over 128, so the padded slots stay well under
+  // the 2x of one group.
+  torch::manual_seed(5);
+  torch::Tensor starts = torch::zeros({8, 256}, torch::kBool);
+  const torch::Tensor cut = torch::randint(1, 256, {8});
+  for (int64_t b = 0; b < 8; ++b) starts[b][cut[b].item<int64_t>()] = true;
+  const PackedDocuments p = packed_documents(starts);
+  int64_t slots = 0;
+  for (const PieceGroup& g : p.groups) slots += g.pieces * g.longest;
+  CHECK(p.pieces == 16);
+  CHECK(slots < 16 * 256 * 3 / 4);
+  const torch::Tensor x = torch::randn({8, 256, 3});
+  CHECK(torch::equal(p.merge(p.split(x)), x));
 }
 
 TEST_CASE("packed documents == each document alone, for every scheme (fp64 logits and gradients)",
