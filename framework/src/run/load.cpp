@@ -1,6 +1,7 @@
 // Rebuilding a trained run from its folder: the one path for eval, analyze and generate.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
@@ -38,7 +39,14 @@ TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>&
   }
   // Through the config, so that the eval reader's checks (memory included) apply to them too.
   if (examples > 0) cfg.set("eval.examples", YAML::Node(examples), Location{"command line", 0, 0});
-  BuiltRun b = build_run(cfg, id.config_dir);
+  BuiltRun b;
+  try {
+    b = build_run(cfg, id.config_dir);
+  } catch (const DataError& e) {
+    // The lengths asked for on the command line stand in for eval.lengths: say which they were.
+    if (lengths.empty()) throw;
+    throw DataError(fmt::format("--lengths {}: {}", fmt::join(lengths, ","), e.what()));
+  }
   if (load_model_checkpoint(*b.model, folder.dir()) < 0) {
     throw UserError(fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)",
                                 folder.dir()));
