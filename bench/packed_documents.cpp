@@ -3,10 +3,11 @@
 // example's layer graph of every mixer letter (MGDKA, d_model 64: experiments/examples/
 // packed_documents_small.yaml) at B = 8, T = 256, one thread. The layer graph runs each document of
 // a packed row as its own row (model/packed_documents.h), so the cost is the gather/scatter around
-// every mixer plus the padding of the extra rows. Cases, in interleaved rounds, best call each:
+// every mixer, one mixer call per group of pieces and the padding of each piece to its group's
+// longest. Cases, in interleaved rounds, best call each:
 //   no_boundary  packed rows without a boundary (the gather/scatter alone)
 //   one_row      one row of the 8 holds a boundary (12.5% of rows; Brown at 256 bytes: about 2%)
-//   every_row    every row holds one boundary at a uniform position (rows twice as many)
+//   every_row    every row holds one boundary at a uniform position (twice as many pieces)
 // Counters: the time of each relative to plain rows (`<case>_over_plain`; 1 = as fast).
 
 #include <benchmark/benchmark.h>
