@@ -462,7 +462,6 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   // Appending through a link would write out of the runs folder; reading a pipe would block.
   require_plain_file(metrics_path);
   require_plain_file(ckpt);
-
   const bool had_checkpoint = fs::exists(ckpt);
   const int64_t start = resume_from_checkpoint(model, *opt, ckpt, metrics_path, writer);
   if (had_checkpoint) summary.resumed_from = start;
@@ -470,7 +469,6 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       parallel ? join_ranks(*group, start, params, run_dir) : nullptr;
   std::string last_ckpt_text =
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
-
   // Rank 0 logs; the other ranks of a data-parallel run write nothing.
   MetricsLog metrics(writer ? metrics_path : std::string());
   const std::function<void(const json&)> log_line = [&metrics](const json& j) { metrics.write(j); };
