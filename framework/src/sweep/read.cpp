@@ -86,8 +86,6 @@ void read_zip(Section& s, SweepOptions& o) {
 
 void read_seeds(Section& s, SweepOptions& o) {
   o.seeds = s.get<std::vector<int64_t>>("seeds", {});
-  s.check(!s.has("seeds") || !o.seeds.empty(), "seeds",
-          "must list at least one seed (leave seeds out for one run at train.seed)");
   s.check(std::all_of(o.seeds.begin(), o.seeds.end(), [](int64_t v) { return v >= 0; }), "seeds",
           "every seed must be >= 0");
   const std::set<int64_t> distinct(o.seeds.begin(), o.seeds.end());

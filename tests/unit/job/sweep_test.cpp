@@ -230,10 +230,12 @@ TEST_CASE("sweep: axes that would run one configuration twice are refused at the
              Catch::Contains("sweep.zip: 'train.lr' is already swept at"));
   CHECK_THAT(error("  grid:\n    train.lr: [0.1, 0.2]\n  tune:\n    train.lr: [0.3]\n"),
              Catch::Contains("sweep.tune: 'train.lr' is also swept by grid/zip"));
-  // Empty lists of groups or seeds are refused like an empty axis.
+  // An empty list of zip groups is refused like an empty axis.
   CHECK_THAT(error("  zip: []\n"), Catch::Contains("sweep.zip: must hold at least one group"));
   CHECK_THAT(error("  zip: {}\n"), Catch::Contains("sweep.zip: must hold at least one group"));
-  CHECK_THAT(error("  seeds: []\n"), Catch::Contains("sweep.seeds: must list at least one seed"));
+  // seeds: [] is how a resolved config (config show) writes "no seeds": one run at train.seed.
+  CHECK(names(expand_sweep(read("sweep:\n  seeds: []\n").sweep)) ==
+        std::vector<std::string>{"main"});
   // exclude matches values as the readers read them.
   const Experiment e = read(
       "sweep:\n  grid:\n    train.lr: [0.001, 0.01]\n  exclude:\n"
