@@ -27,7 +27,8 @@ std::string markdown_header(const fs::path& dir, const std::vector<ReportRow>& r
       "\nCells: mean ± half-width of the 95% confidence interval over the n seeds of a variant "
       "(Student t, n−1 degrees of freedom; n = 1: the single value, no interval). **Bold**: the "
       "best mean of its column; ≈: its interval overlaps the best one's (indistinguishable from "
-      "it). Health: docs/experiments.md#run-health.\n";
+      "it); (n=k): the cell holds fewer seeds than its row. Health: "
+      "docs/experiments.md#run-health.\n";
   return md;
 }
 
@@ -78,7 +79,11 @@ std::string task_table(const TaskView& view) {
     const auto* v = tv[i];
     md += fmt::format("| {} | {} |", row_label(v->labels, v->variant), v->runs.size());
     for (int64_t L : lens) {
-      const std::string cell = interval_text(v->cell(metric, L));
+      const Interval iv = v->cell(metric, L);
+      std::string cell = interval_text(iv);
+      // A length evaluated on fewer seeds than the row has (e.g. `eval --lengths` on one run).
+      if (!iv.empty() && iv.n != static_cast<int64_t>(v->runs.size()))
+        cell += fmt::format(" (n={})", iv.n);
       switch (ranks[L][i]) {
         case CellRank::kBest:
           md += " **" + cell + "** |";

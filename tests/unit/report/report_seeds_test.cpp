@@ -28,6 +28,7 @@ struct FakeRun {
   int seed = 0;
   double acc64 = 0, acc128 = 0;
   bool falling = false;  // loss still falling at the end
+  bool has128 = true;    // evaluated at 128 (false: only at 64)
 };
 
 const std::vector<std::string> kClaims = {
@@ -48,7 +49,7 @@ void write_run(const fs::path& dir, const FakeRun& f) {
             {"params", 100},
             {"chance", {{"accuracy", 1.0 / 128}}}};
   j["eval"]["64"] = {{"accuracy", f.acc64}, {"loss", 1.0}, {"examples", 8}};
-  j["eval"]["128"] = {{"accuracy", f.acc128}, {"loss", 2.0}, {"examples", 8}};
+  if (f.has128) j["eval"]["128"] = {{"accuracy", f.acc128}, {"loss", 2.0}, {"examples", 8}};
   std::ofstream(d / "results.json") << j.dump();
   std::ofstream m(d / "metrics.jsonl");
   for (int s = 1; s <= 100; ++s) {
@@ -134,6 +135,18 @@ TEST_CASE("report: seeds of a variant become mean ± 95% CI with n, best and ≈
   const auto ag = csv_row(by, "pattern-AG");
   REQUIRE(ag[3] == "1");
   REQUIRE(ag[6].empty());  // one seed: no interval
+}
+
+TEST_CASE("report: a length measured on fewer seeds than its row says how many",
+          "[report][aggregate]") {
+  jobtest::TempDir tmp;
+  for (int s = 0; s < 3; ++s) write_run(tmp.path, {"GG", s, 0.8 + 0.05 * s, 0.6, false, s < 2});
+  const std::string md = write_report(tmp.str(), false).markdown_text;
+  INFO(md);
+  // 64: three seeds, as the row; 128: two of them.
+  CHECK(md.find("| pattern=GG | 3 | **0.8500 ± 0.1242** | **0.6000 ± 0.0000 (n=2)** |") !=
+        std::string::npos);
+  CHECK(md.find("(n=k): the cell holds fewer seeds than its row") != std::string::npos);
 }
 
 TEST_CASE("report: claims are judged on the intervals and written to claims.csv",
