@@ -81,11 +81,16 @@ std::string state_sentence(const AnalysisResult& res, double tol) {
   std::string out;
   for (const auto& [layer, ks] : by_layer) {
     const KnockoutResult* w = worst(ks);
-    out += w->damage <= tol
-               ? fmt::format(" Emptying the state of {} every {} tokens costs at most {} {}.",
-                             w->target, w->setting, num(std::max(0.0, w->damage)), res.metric)
-               : fmt::format(" Emptying the state of {} every {} tokens: {}.", w->target,
-                             w->setting, effect(res, *w));
+    if (w->damage <= 0) {
+      out += fmt::format(" Emptying the state of {} every {} tokens costs nothing at any length.",
+                         w->target, w->setting);
+    } else if (w->damage <= tol) {
+      out += fmt::format(" Emptying the state of {} every {} tokens costs at most {} {}.",
+                         w->target, w->setting, num(w->damage), res.metric);
+    } else {
+      out += fmt::format(" Emptying the state of {} every {} tokens: {}.", w->target, w->setting,
+                         effect(res, *w));
+    }
   }
   return out;
 }

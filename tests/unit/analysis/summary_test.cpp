@@ -61,6 +61,15 @@ TEST_CASE("summary: shares of the mixer damage, position, state reset and reach 
                                 "costs nothing measurable at 256 tokens"));
   CHECK_THAT(s, Catch::Contains("needs a window of 64 tokens (within 0.01 accuracy)"));
   CHECK(summarize(AnalysisResult{}, 0.01) == "No knock-out was run.");
+  // A reset that costs nothing, or less than the tolerance.
+  AnalysisResult harmless = sample();
+  harmless.knockouts.back() = ko("state_reset", 0, "layer 0 (gated_deltanet)", 16, 256, 0.95, 0.96);
+  CHECK_THAT(summarize(harmless, 0.01),
+             Catch::Contains("every 16 tokens costs nothing at any length."));
+  harmless.knockouts.back().value = 0.945;
+  harmless.knockouts.back().damage = 0.005;
+  CHECK_THAT(summarize(harmless, 0.01),
+             Catch::Contains("every 16 tokens costs at most 0.005 accuracy."));
 }
 
 }  // namespace summary_test
