@@ -59,8 +59,8 @@ torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
   // Each piece runs as its own row from position 0 and an empty state. The zero padding after a
   // short piece is harmless: a causal mixer's earlier outputs never see it (mixers that are not
   // causal say so through document_boundaries() and are refused before training).
-  return documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& positions) {
-    return mixer->forward(pieces, positions, nullptr);
+  return documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& from_zero) {
+    return mixer->forward(pieces, from_zero, nullptr);
   });
 }
 
@@ -157,8 +157,8 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
   if (input_position && !no_input_position_) {
     if (documents) {
       // Input positions restart at every document, as if each were alone.
-      x = documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& positions) {
-        return checked_embed(*input_position, pieces, positions);
+      x = documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& from_zero) {
+        return checked_embed(*input_position, pieces, from_zero);
       });
     } else {
       x = checked_embed(*input_position, x, positions);

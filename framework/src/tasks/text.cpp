@@ -192,8 +192,7 @@ class TextTask : public Task {
     at::Generator g = make_generator(derive_seed(seed, 1, static_cast<uint64_t>(step)));
     const torch::Tensor off = torch::randint(0, bytes.numel() - T, {batch_size}, g, torch::kLong);
     Batch b = window(bytes, off, T);
-    const torch::Tensor idx = off.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0);
-    const torch::Tensor first = is_start_.index({idx.flatten()}).reshape({batch_size, T + 1});
+    const torch::Tensor first = window_values(is_start_, off, T);
     using torch::indexing::Slice;
     // The last byte of a document does not predict the first of the next one.
     b.targets.masked_fill_(first.index({Slice(), Slice(1, T + 1)}), kIgnoreIndex);
@@ -224,11 +223,15 @@ class TextTask : public Task {
   std::vector<int64_t> eval_offsets(int64_t length, int64_t wanted) const {
     return spread(all_offsets(length), wanted);
   }
-  static Batch window(const torch::Tensor& bytes, const torch::Tensor& offsets, int64_t T) {
+  // table[o .. o+T] for each offset o: [offsets, T + 1].
+  static torch::Tensor window_values(const torch::Tensor& table, const torch::Tensor& offsets,
+                                     int64_t T) {
     const torch::Tensor idx =
         offsets.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0);
-    const torch::Tensor w =
-        bytes.index({idx.flatten()}).reshape({offsets.size(0), T + 1}).to(torch::kLong);
+    return table.index({idx.flatten()}).reshape({offsets.size(0), T + 1});
+  }
+  static Batch window(const torch::Tensor& bytes, const torch::Tensor& offsets, int64_t T) {
+    const torch::Tensor w = window_values(bytes, offsets, T).to(torch::kLong);
     using torch::indexing::Slice;
     return {w.index({Slice(), Slice(0, T)}).contiguous(),
             w.index({Slice(), Slice(1, T + 1)}).contiguous()};
