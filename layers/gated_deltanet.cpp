@@ -92,7 +92,8 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor g =
       gated_delta_gate(proj(a_proj, x), A_log, dt_bias).transpose(1, 2);  // [B,Hv,T]
   const auto gdt = g.scalar_type();
-  const torch::Tensor beta = torch::sigmoid(proj(b_proj, x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
+  torch::Tensor beta = torch::sigmoid(proj(b_proj, x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
+  if (opts_.allow_neg_eigval) beta = beta * 2;
   if (probe_) probe_(g, beta);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
@@ -121,10 +122,11 @@ MixerInfo GatedDeltaNet::info(int64_t length) const {
   const double conv =
       opts_.use_short_conv ? 2.0 * opts_.conv_size * (2 * key_width + value_width) : 0;
   m.flops_per_token = proj + conv + kernel;
-  m.details = "Hk=" + std::to_string(n_heads_) + " Hv=" + std::to_string(n_v_heads_) +
-              " dk=" + std::to_string(head_dim_) + " dv=" + std::to_string(v_dim_) + " conv=" +
-              (opts_.use_short_conv ? std::to_string(opts_.conv_size) : std::string("off")) +
-              " chunk=" + std::to_string(opts_.chunk_size);
+  m.details =
+      "Hk=" + std::to_string(n_heads_) + " Hv=" + std::to_string(n_v_heads_) +
+      " dk=" + std::to_string(head_dim_) + " dv=" + std::to_string(v_dim_) +
+      " conv=" + (opts_.use_short_conv ? std::to_string(opts_.conv_size) : std::string("off")) +
+      " chunk=" + std::to_string(opts_.chunk_size) + (opts_.allow_neg_eigval ? " beta<2" : "");
   return m;
 }
 

@@ -35,6 +35,11 @@ struct GatedDeltaNetOptions {
   /// backward) and the gated output norm in training; false runs the LibTorch tensor form
   /// everywhere, the reference path.
   bool fused_kernels = true;
+  /// β = 2·σ(·) ∈ (0, 2) instead of σ(·): the transition α(I − βkkᵀ) then has eigenvalue
+  /// α(1 − β) ∈ (−α, α) along k, so the layer can flip a sign per token (parity, modular counting;
+  /// Grazzi et al. 2025, arXiv 2411.12537, §4.2; fla's `allow_neg_eigval`). The chunked algorithm
+  /// is unchanged (its (I + StrictTril(diag(β)KKᵀ))⁻¹ keeps a unit diagonal).
+  bool allow_neg_eigval = false;
 };
 
 /// Decoding state of one layer: the last conv_size−1 inputs of each short convolution and the

@@ -17,6 +17,9 @@ struct LengthResult {
   int64_t examples = 0;
   std::map<std::string, double> metrics;
   std::vector<double> position_loss;  ///< text: mean loss per position bucket (64 buckets at most)
+  /// Tasks with Task::position_accuracy_curve (word_problem): accuracy per position bucket of
+  /// equal width (64 buckets at most; 0 for a bucket with no scored position).
+  std::vector<double> position_accuracy;
   /// How the examples were scored: eval_scoring_name(EvalOptions::scoring).
   std::string scoring = "teacher_forced";
 };

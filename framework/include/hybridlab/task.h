@@ -53,10 +53,12 @@ struct ScoreSums {
   double example_accuracy_sum = 0;        ///< sum over sequences of their own token accuracy
   std::vector<double> position_loss_sum;  ///< [T] loss summed per position (text task)
   std::vector<int64_t> position_count;    ///< [T] scored positions per position
+  std::vector<int64_t> position_correct;  ///< [T] scored positions whose argmax is right
 };
 
 /// Adds one batch to `sums`. logits [B,T,V] float, targets [B,T] int64 (kIgnoreIndex skipped).
-/// `per_position` also fills the per-position curve. Runs under the caller's grad mode.
+/// `per_position` also fills the per-position sums (loss, count, correct). Runs under the caller's
+/// grad mode.
 void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
                  bool per_position);
 
@@ -109,6 +111,10 @@ class Task {
   /// Whether every position is a target (language modelling: text): eval then keeps a
   /// per-position loss curve and may score sliding windows (`eval.stride`).
   virtual bool per_position_curve() const { return false; }
+  /// Whether eval keeps the accuracy at each position (ScoreSums::position_correct; reported as
+  /// LengthResult::position_accuracy and plotted): tasks that score a state at every position
+  /// (word_problem), where accuracy against position shows how far past training a model holds.
+  virtual bool position_accuracy_curve() const { return false; }
   /// Whether token ids are bytes (vocab 256 holding text: text, passkey, niah, copy), so a prompt
   /// and a continuation can be shown as text (`hybridlab generate`). Default: opaque token ids.
   virtual bool byte_level() const { return false; }

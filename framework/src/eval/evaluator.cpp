@@ -23,6 +23,7 @@ void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
   const int64_t curve = has_curve.item<double>() > 0 ? length : 0;
   s.position_loss_sum.resize(static_cast<size_t>(curve), 0.0);
   s.position_count.resize(static_cast<size_t>(curve), 0);
+  s.position_correct.resize(static_cast<size_t>(curve), 0);
   std::vector<double> flat = {s.loss_sum,
                               static_cast<double>(s.tokens),
                               static_cast<double>(s.correct_tokens),
@@ -31,6 +32,7 @@ void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
                               s.example_accuracy_sum};
   flat.insert(flat.end(), s.position_loss_sum.begin(), s.position_loss_sum.end());
   for (int64_t c : s.position_count) flat.push_back(static_cast<double>(c));
+  for (int64_t c : s.position_correct) flat.push_back(static_cast<double>(c));
   torch::Tensor t = torch::tensor(flat, torch::kDouble);
   group.all_reduce_sum(t);
   const double* v = t.data_ptr<double>();
@@ -44,7 +46,27 @@ void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
   for (int64_t i = 0; i < curve; ++i) {
     s.position_loss_sum[static_cast<size_t>(i)] = v[6 + i];
     s.position_count[static_cast<size_t>(i)] = count(v[6 + curve + i]);
+    s.position_correct[static_cast<size_t>(i)] = count(v[6 + 2 * curve + i]);
   }
+}
+
+// Per bucket of equal width (at most 64 buckets), the sum of `values` over the sum of `counts`
+// (0 for a bucket with no count); empty when there are no positions.
+template <class V>
+std::vector<double> bucket_means(const std::vector<V>& values, const std::vector<int64_t>& counts) {
+  std::vector<double> out;
+  const int64_t T = static_cast<int64_t>(counts.size());
+  const int64_t buckets = std::min<int64_t>(64, T);
+  for (int64_t b = 0; b < buckets; ++b) {
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t t = b * T / buckets; t < (b + 1) * T / buckets; ++t) {
+      sum += static_cast<double>(values[static_cast<size_t>(t)]);
+      count += counts[static_cast<size_t>(t)];
+    }
+    out.push_back(count ? sum / static_cast<double>(count) : 0.0);
+  }
+  return out;
 }
 
 LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval, int64_t length,
@@ -80,7 +102,8 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
       const int64_t j = std::min(n, i + bs);
       const torch::Tensor tokens = set.tokens.slice(0, i, j).to(device);
       const torch::Tensor targets = all_targets.slice(0, i, j).to(device);
-      score_batch(model.forward(tokens), targets, sums, task.per_position_curve());
+      score_batch(model.forward(tokens), targets, sums,
+                  task.per_position_curve() || task.position_accuracy_curve());
     }
   }
   if (split) all_reduce_sums(sums, length, *group);
@@ -91,20 +114,10 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
   r.scoring = eval_scoring_name(eval.scoring);
   // A decoded answer has no teacher-forced likelihood: the loss is not reported for it.
   if (eval.scoring == EvalScoring::kGenerated) r.metrics.erase("loss");
-  if (task.per_position_curve() && !sums.position_count.empty()) {
-    // Mean loss per bucket of equal width (at most 64 buckets).
-    const int64_t T = static_cast<int64_t>(sums.position_count.size());
-    const int64_t buckets = std::min<int64_t>(64, T);
-    for (int64_t b = 0; b < buckets; ++b) {
-      double loss = 0;
-      int64_t count = 0;
-      for (int64_t t = b * T / buckets; t < (b + 1) * T / buckets; ++t) {
-        loss += sums.position_loss_sum[t];
-        count += sums.position_count[t];
-      }
-      r.position_loss.push_back(count ? loss / count : 0.0);
-    }
-  }
+  if (task.per_position_curve())
+    r.position_loss = bucket_means(sums.position_loss_sum, sums.position_count);
+  if (task.position_accuracy_curve())
+    r.position_accuracy = bucket_means(sums.position_correct, sums.position_count);
   if (was_training) model.train();
   return r;
 }

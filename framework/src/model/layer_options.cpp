@@ -61,6 +61,7 @@ GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
   o.mode = s.get<std::string>("mode", o.mode);
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
   o.fused_kernels = s.get<bool>("fused_kernels", o.fused_kernels);
+  o.allow_neg_eigval = s.get<bool>("allow_neg_eigval", o.allow_neg_eigval);
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");
   s.check(o.n_v_heads >= 0, "n_v_heads", "must be >= 0 (0 = n_heads)");

@@ -151,13 +151,16 @@ plot::LinePlot loss_plot(const TaskView& view) {
   return p;
 }
 
-// The loss per position at the longest eval length (tasks that record it), one line per run.
-plot::LinePlot position_plot(const TaskView& view, const ReportInput& in) {
+// One per-position curve (loss or accuracy, `what` and `ylabel` naming it) at the longest eval
+// length (tasks that record it), one line per run.
+plot::LinePlot position_plot(const TaskView& view, const ReportInput& in,
+                             std::vector<double> LengthResult::*curve_of, const std::string& what,
+                             const std::string& ylabel) {
   plot::LinePlot p;
   const int64_t longest = *view.lengths.rbegin();
-  p.title = fmt::format("{}: loss vs position at length {}", view.task, longest);
+  p.title = fmt::format("{}: {} vs position at length {}", view.task, what, longest);
   p.xlabel = "position (tokens)";
-  p.ylabel = "loss (nats/token)";
+  p.ylabel = ylabel;
   mark_train_length(p, view);
   for (const auto* v : view.variants) {
     for (const auto* rd : v->runs) {
@@ -166,10 +169,10 @@ plot::LinePlot position_plot(const TaskView& view, const ReportInput& in) {
       const std::vector<LengthResult>& results = *curve->second;
       const auto at = std::find_if(results.begin(), results.end(),
                                    [&](const LengthResult& l) { return l.length == longest; });
-      if (at == results.end() || at->position_loss.empty()) continue;
+      if (at == results.end() || ((*at).*curve_of).empty()) continue;
       plot::Series s;
       s.title = row_label(rd->labels, rd->name);
-      const auto& vals = at->position_loss;
+      const auto& vals = (*at).*curve_of;
       for (size_t b = 0; b < vals.size(); ++b) {
         s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
                       static_cast<double>(vals.size()));
@@ -196,7 +199,10 @@ void task_plots(const fs::path& dir, const TaskView& view, const std::vector<Plo
          fmt::format("{}_{}_vs_{}.png", task, view.metric, key), files);
   }
   draw(loss_plot(view), dir, fmt::format("{}_loss_vs_step.png", task), files);
-  draw(position_plot(view, in), dir, fmt::format("{}_loss_vs_position.png", task), files);
+  draw(position_plot(view, in, &LengthResult::position_loss, "loss", "loss (nats/token)"), dir,
+       fmt::format("{}_loss_vs_position.png", task), files);
+  draw(position_plot(view, in, &LengthResult::position_accuracy, "accuracy", "accuracy"), dir,
+       fmt::format("{}_accuracy_vs_position.png", task), files);
 }
 
 }  // namespace hybridlab::report

@@ -71,17 +71,30 @@ json lengths_json(const std::vector<LengthResult>& results) {
   return j;
 }
 
-json positions_json(const std::vector<LengthResult>& results) {
+// {"<length>": curve} of one per-position curve of `results` (position_loss or
+// position_accuracy), lengths without one left out.
+json positions_json(const std::vector<LengthResult>& results,
+                    std::vector<double> LengthResult::*curve) {
   json j = json::object();
   for (const auto& l : results) {
-    if (!l.position_loss.empty()) j[std::to_string(l.length)] = l.position_loss;
+    if (!(l.*curve).empty()) j[std::to_string(l.length)] = l.*curve;
   }
   return j;
 }
 
-// {"<length>": {"examples": n, metric: value, ...}} -> results in ascending length (position
-// curves from `pos`, when given).
-std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::object()) {
+// Writes both per-position curves of `results` into `j` (when any length has them).
+void put_positions(json& j, const std::vector<LengthResult>& results) {
+  if (const json p = positions_json(results, &LengthResult::position_loss); !p.empty())
+    j["position_loss"] = p;
+  if (const json p = positions_json(results, &LengthResult::position_accuracy); !p.empty())
+    j["position_accuracy"] = p;
+}
+
+// {"<length>": {"examples": n, metric: value, ...}} -> results in ascending length, with the
+// per-position curves of `holder` ("position_loss", "position_accuracy"), when it has them.
+std::vector<LengthResult> lengths_of(const json& j, const json& holder = json::object()) {
+  const json pos = holder.value("position_loss", json::object());
+  const json acc = holder.value("position_accuracy", json::object());
   std::vector<LengthResult> out;
   for (const auto& [len, metrics] : j.items()) {
     LengthResult lr;
@@ -95,6 +108,7 @@ std::vector<LengthResult> lengths_of(const json& j, const json& pos = json::obje
         lr.metrics[k] = v.get<double>();
     }
     if (pos.contains(len)) lr.position_loss = pos[len].get<std::vector<double>>();
+    if (acc.contains(len)) lr.position_accuracy = acc[len].get<std::vector<double>>();
     out.push_back(lr);
   }
   std::sort(out.begin(), out.end(),
@@ -268,17 +282,16 @@ std::optional<RunResults> RunFolder::results() const {
       r.train = tr;
     }
     const json eval = j->value("eval", json::object());  // items() must not outlive it
-    r.eval = lengths_of(eval, j->value("position_loss", json::object()));
+    r.eval = lengths_of(eval, *j);
     r.validation = lengths_of(j->value("validation", json::object()));
     const json chance = j->value("chance", json::object());
     for (const auto& [m, v] : chance.items()) r.chance[m] = v.get<double>();
     r.tuned = tuned_of(j->value("tuned", json::object()));
     const json variants = j->value("eval_variants", json::array());
     for (const json& v : variants) {
-      const json vpos = v.value("position_loss", json::object());
       EvalVariantResult vr{v.value("name", ""),
                            v.value("set", ""),
-                           lengths_of(v.value("eval", json::object()), vpos),
+                           lengths_of(v.value("eval", json::object()), v),
                            {}};
       const json settings = v.value("settings", json::object());
       for (const auto& [k, text] : settings.items())
@@ -359,7 +372,7 @@ void RunFolder::write_results(const RunResults& r) const {
                   {"wall_s", t.wall_s},         {"model_s", t.model_s}};
   }
   j["eval"] = lengths_json(r.eval);
-  if (const json pos = positions_json(r.eval); !pos.empty()) j["position_loss"] = pos;
+  put_positions(j, r.eval);
   if (!r.chance.empty()) j["chance"] = r.chance;
   if (!r.variants.empty()) {
     json variants = json::array();
@@ -370,7 +383,7 @@ void RunFolder::write_results(const RunResults& r) const {
         for (const auto& [k, text] : v.settings) settings[k] = text;
         vj["settings"] = settings;
       }
-      if (const json p = positions_json(v.eval); !p.empty()) vj["position_loss"] = p;
+      put_positions(vj, v.eval);
       variants.push_back(vj);
     }
     j["eval_variants"] = variants;

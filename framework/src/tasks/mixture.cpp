@@ -74,6 +74,7 @@ class MixtureTask : public Task {
   std::string primary_metric() const override { return base_->primary_metric(); }
   bool higher_is_better() const override { return base_->higher_is_better(); }
   bool per_position_curve() const override { return base_->per_position_curve(); }
+  bool position_accuracy_curve() const override { return base_->position_accuracy_curve(); }
   bool byte_level() const override { return base_->byte_level(); }
   bool answer_span() const override { return base_->answer_span(); }
   std::map<std::string, double> chance_levels() const override { return base_->chance_levels(); }

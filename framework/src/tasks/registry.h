@@ -14,6 +14,9 @@ TaskType copy_task_type();
 TaskType selective_copy_task_type();
 TaskType niah_task_type();
 TaskType text_task_type();
+TaskType flip_flop_task_type();
+TaskType word_problem_task_type();
+TaskType algorithmic_task_type();
 
 /// Every built-in task. Adding a task: one file defining `<name>_task_type()` and one line here.
 std::vector<TaskType> register_builtin_tasks();

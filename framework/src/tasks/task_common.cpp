@@ -50,14 +50,18 @@ void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, Scor
     if (static_cast<int64_t>(sums.position_loss_sum.size()) < T) {
       sums.position_loss_sum.resize(T, 0.0);
       sums.position_count.resize(T, 0);
+      sums.position_correct.resize(T, 0);
     }
     const torch::Tensor pl = nll.sum(0).to(torch::kDouble).contiguous();
     const torch::Tensor pc = mask.sum(0).to(torch::kLong).contiguous();
+    const torch::Tensor pk = correct.sum(0).to(torch::kLong).contiguous();
     const double* plp = pl.data_ptr<double>();
     const int64_t* pcp = pc.data_ptr<int64_t>();
+    const int64_t* pkp = pk.data_ptr<int64_t>();
     for (int64_t t = 0; t < T; ++t) {
       sums.position_loss_sum[t] += plp[t];
       sums.position_count[t] += pcp[t];
+      sums.position_correct[t] += pkp[t];
     }
   }
 }

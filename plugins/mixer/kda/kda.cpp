@@ -2,7 +2,7 @@
 // Architecture", arXiv 2510.26692, §3–4), as fla-org/flash-linear-attention@bc3b101d
 // `fla/layers/kda.py` and `fla/ops/kda/gate.py` build it:
 //   q, k = L2Norm(SiLU(ShortConv(W x)));  v = SiLU(ShortConv(W_v x))     conv 4, no bias
-//   β = σ(W_β x) per head
+//   β = σ(W_β x) per head (×2 with allow_neg_eigval, fla's option: β ∈ (0, 2))
 //   g = −exp(A_log[h]) · softplus(W_f↑ W_f↓ x + dt_bias[h, c])   per key channel, in fp32
 //       (eq. 10; with lower_bound < 0 the bounded "safe gate" lower_bound · σ(exp(A_log)(f +
 //       dt_bias)))
@@ -40,6 +40,7 @@ struct KdaOptions {
   int64_t chunk_size = 16;
   std::string mode = "chunk";  ///< whole sequences: "chunk" or "recurrent" (the oracle)
   bool fused_kernels = true;
+  bool allow_neg_eigval = false;  ///< β ∈ (0, 2): eigenvalues of I − βkkᵀ in (−1, 1]
 };
 
 struct KdaCache : MixerCache {
@@ -105,7 +106,8 @@ class Kda : public Mixer {
     const torch::Tensor v =
         conv(v_proj, v_conv, cache ? &cache->conv_v : nullptr).view({B, T, H, dv_});
     const torch::Tensor g = gate(x).view({B, T, H, dk_}).transpose(1, 2);  // [B,H,T,dk]
-    const torch::Tensor beta = torch::sigmoid(b_proj(x)).transpose(1, 2);  // [B,H,T]
+    torch::Tensor beta = torch::sigmoid(b_proj(x)).transpose(1, 2);        // [B,H,T]
+    if (o_.allow_neg_eigval) beta = beta * 2;
     if (probes_.gates) probes_.gates(g.mean(-1).to(torch::kFloat), beta.to(torch::kFloat));
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
@@ -138,7 +140,7 @@ class Kda : public Mixer {
     m.flops_per_token = proj + 2.0 * o_.conv_size * (2 * kw + vw) + kernel;
     m.details = "H=" + std::to_string(H) + " dk=" + std::to_string(dk_) +
                 " dv=" + std::to_string(dv_) + " chunk=" + std::to_string(o_.chunk_size) +
-                (o_.lower_bound < 0 ? " safe_gate" : "");
+                (o_.lower_bound < 0 ? " safe_gate" : "") + (o_.allow_neg_eigval ? " beta<2" : "");
     return m;
   }
 
@@ -181,6 +183,7 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
   o.chunk_size = s.get<int64_t>("chunk_size", o.chunk_size);
   o.mode = s.get<std::string>("mode", o.mode);
+  o.allow_neg_eigval = s.get<bool>("allow_neg_eigval", o.allow_neg_eigval);
   o.fused_kernels = ctx.fused_kernels;
   const bool heads_ok = o.num_heads >= 1 && o.num_heads <= 1024;
   s.check(heads_ok, "num_heads", "must be in [1, 1024]");

@@ -456,4 +456,72 @@ TEST_CASE("short conv in training: fused == tensor form, values and gradients of
   REQUIRE_TENSORS_CLOSE(f.dw, t.dw, tol * 10);  // sums over 21 positions
 }
 
+// Negative eigenvalues (allow_neg_eigval: β ∈ (0, 2); Grazzi et al. 2025, arXiv 2411.12537,
+// §4.2): the chunked algorithm is unchanged, so every path must still match the oracle with β
+// near 2, where the transition I − βkkᵀ reflects the state along k.
+TEST_CASE("negative eigenvalues: chunked, fused and tensor forms == recurrent with beta near 2",
+          "[gdn]") {
+  const bool fp64 = GENERATE(true, false);
+  const int64_t T = GENERATE(65, 200);
+  CAPTURE(fp64, T);
+  Inputs in = make_inputs(2, 2, 4, T, 16, 16, fp64 ? torch::kDouble : torch::kFloat, true, 1.0,
+                          static_cast<uint64_t>(T + 17));
+  in.beta = 1.9 + 0.1 * in.beta;  // (1.9, 2.0)
+  const double scale = 0.25;
+  const auto r = recurrent_gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, in.h0);
+  auto [o_ref, h_ref] = scalar_oracle(in, scale);
+  REQUIRE_TENSORS_CLOSE(r.o, o_ref.to(r.o.scalar_type()), fp64 ? 1e-10 : 1e-4);
+  const double tol = fp64 ? 1e-10 : 1e-4;
+  for (const auto& c :
+       {chunk_gated_delta_rule_cpu(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, 32),
+        chunk_gated_delta_rule_torch(in.q, in.k, in.v, in.g, in.beta, scale, in.h0, 32)}) {
+    REQUIRE(torch::isfinite(c.o).all().item<bool>());
+    REQUIRE_TENSORS_CLOSE(c.o, r.o, tol);
+    REQUIRE_TENSORS_CLOSE(c.state, r.state, tol);
+  }
+}
+
+TEST_CASE(
+    "negative eigenvalues: beta = 2 with no decay flips the state's sign along k (hand "
+    "case)",
+    "[gdn]") {
+  // d_k = 2, d_v = 1, S0 = 0, k = (1, 0) every step, α = 1 (g = 0), β = 2 (reference notes §11):
+  // v = 1 writes S = (2, 0); then v = 0 gives kᵀS_new = −kᵀS_old + 2v = −2, i.e. (−2, 0), then
+  // (2, 0), (−2, 0): eigenvalue −1 along k, a sign flip per step.
+  auto o = torch::TensorOptions().dtype(torch::kDouble);
+  const torch::Tensor k = torch::tensor({1.0, 0.0}, o).view({1, 1, 1, 2}).expand({1, 1, 4, 2});
+  const torch::Tensor q = k.clone();
+  const torch::Tensor v = torch::tensor({1.0, 0.0, 0.0, 0.0}, o).view({1, 1, 4, 1});
+  const torch::Tensor g = torch::zeros({1, 1, 4}, o);
+  const torch::Tensor beta = torch::full({1, 1, 4}, 2.0, o);
+  const torch::Tensor want = torch::tensor({2.0, -2.0, 2.0, -2.0}, o).view({1, 1, 4, 1});
+  for (bool chunked : {false, true}) {
+    const auto r =
+        chunked ? chunk_gated_delta_rule(q.contiguous(), k.contiguous(), v, g, beta, 1.0, {}, 2)
+                : recurrent_gated_delta_rule(q.contiguous(), k.contiguous(), v, g, beta, 1.0);
+    REQUIRE_TENSORS_CLOSE(r.o, want, 1e-12);
+    REQUIRE(r.state[0][0][0][0].item<double>() == Approx(-2.0).margin(1e-12));
+    REQUIRE(r.state[0][0][1][0].item<double>() == Approx(0.0).margin(1e-12));
+  }
+}
+
+TEST_CASE("negative eigenvalues: finite-difference gradients of the chunked kernel, beta near 2",
+          "[gdn]") {
+  Inputs in = make_inputs(1, 1, 2, 7, 4, 4, torch::kDouble, true, 1.0, 37);
+  in.beta = 1.8 + 0.15 * in.beta;
+  std::vector<torch::Tensor> xs = {in.q, in.k, in.v, in.g, in.beta, in.h0};
+  torch::manual_seed(9);
+  const torch::Tensor wo = torch::randn({1, 2, 7, 4}, torch::kDouble);
+  auto loss = [&]() {
+    auto r = chunk_gated_delta_rule(xs[0], xs[1], xs[2], xs[3], xs[4], 0.5, xs[5], 4);
+    return (r.o * wo).sum() + r.state.sum();
+  };
+  for (auto& x : xs) x.requires_grad_(true);
+  loss().backward();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    INFO("input " << i);
+    const torch::Tensor analytic = xs[i].grad().clone();
+    REQUIRE_TENSORS_CLOSE(analytic, hybridlab::test::numeric_grad(loss, xs[i].detach()), 1e-7);
+  }
+}
 }  // namespace gated_deltanet_kernels_test

@@ -128,8 +128,6 @@ TEST_CASE("GDN layer: causal (a future token changes no earlier output)", "[gdn]
   REQUIRE(hybridlab::test::max_abs_diff(y2.select(1, 37), y.select(1, 37)) > 1e-3);
 }
 
-}  // namespace gated_deltanet_layer_test
-
 TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]") {
   // head_dim 32 * 99999999999999999999 would overflow the width's llround (found by the fuzz
   // harness's per-key cases: "GatedDeltaNet: bad head layout" from LibTorch).
@@ -142,3 +140,40 @@ TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]")
                                                 "must be a whole number from 1 to 2^40"));
   }
 }
+
+TEST_CASE("GDN layer: allow_neg_eigval doubles beta; decoding and recurrent mode still agree",
+          "[gdn]") {
+  torch::manual_seed(4);
+  GatedDeltaNetOptions o = small_options();
+  o.allow_neg_eigval = true;
+  GatedDeltaNet layer(o, 32), plain(small_options(), 32);
+  {
+    torch::NoGradGuard ng;
+    auto src = layer.named_parameters(), dst = plain.named_parameters();
+    for (auto& p : src) dst[p.key()].copy_(p.value());
+  }
+  torch::Tensor beta_neg, beta_plain;
+  layer.set_probe([&](const torch::Tensor&, const torch::Tensor& b) { beta_neg = b.detach(); });
+  plain.set_probe([&](const torch::Tensor&, const torch::Tensor& b) { beta_plain = b.detach(); });
+  const torch::Tensor x = torch::randn({1, 30, 32});
+  const torch::Tensor pos = torch::arange(30);
+  const torch::Tensor whole = layer.forward(x, pos, nullptr);
+  plain.forward(x, pos, nullptr);
+  REQUIRE_TENSORS_CLOSE(beta_neg, 2 * beta_plain, 0.0);
+  REQUIRE(beta_neg.max().item<double>() > 1.0);  // the range past 1 is used at this init
+  auto cache = layer.make_cache();
+  std::vector<torch::Tensor> outs = {
+      layer.forward(x.narrow(1, 0, 11), pos.narrow(0, 0, 11), cache.get())};
+  for (int64_t t = 11; t < 30; ++t)
+    outs.push_back(layer.forward(x.narrow(1, t, 1), pos.narrow(0, t, 1), cache.get()));
+  REQUIRE_TENSORS_CLOSE(torch::cat(outs, 1), whole, 1e-5);
+  o.mode = "recurrent";
+  GatedDeltaNet rec(o, 32);
+  {
+    torch::NoGradGuard ng;
+    auto src = layer.named_parameters(), dst = rec.named_parameters();
+    for (auto& p : src) dst[p.key()].copy_(p.value());
+  }
+  REQUIRE_TENSORS_CLOSE(rec.forward(x, pos, nullptr), whole, 1e-5);
+}
+}  // namespace gated_deltanet_layer_test

@@ -506,4 +506,44 @@ TEST_CASE("kda: the chunked layer equals the recurrent one; FD gradients", "[mix
   check_chunked_layer(*host, "kda", "num_heads: 2, chunk_size: 4", 16, 19,
                       {"A_log", "dt_bias", "g_up.bias", "f_down.weight"});
 }
+
+TEST_CASE("kda: allow_neg_eigval doubles beta; chunked == recurrent, FD gradients",
+          "[mixer][kda]") {
+  auto host = test::test_host();
+  torch::manual_seed(13);
+  check_chunked_layer(*host, "kda", "num_heads: 2, chunk_size: 4, allow_neg_eigval: true", 16, 19,
+                      {"A_log", "dt_bias", "b_proj.weight"});
+  // The rule itself with β near 2 (eigenvalue 1 − β along k near −1): chunked == recurrent.
+  const auto opts = torch::kDouble;
+  const int64_t B = 1, H = 2, T = 13, K = 4, V = 3;
+  const torch::Tensor q = torch::randn({B, H, T, K}, opts);
+  const torch::Tensor k = torch::nn::functional::normalize(
+      torch::randn({B, H, T, K}, opts), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  const torch::Tensor v = torch::randn({B, H, T, V}, opts);
+  const torch::Tensor beta = 1.9 + 0.1 * torch::rand({B, H, T}, opts);
+  const torch::Tensor g = -torch::rand({B, H, T, K}, opts);
+  const auto ref = recurrent_kda(q, k, v, g, beta, 0.5, {});
+  const auto got = chunk_kda(q, k, v, g, beta, 0.5, {}, 4);
+  CHECK(test::max_abs_diff(got.o, ref.o) < 1e-10);
+  CHECK(test::max_abs_diff(got.state, ref.state) < 1e-10);
+  // The layer's β, through the gate observer: twice the plain layer's with equal weights.
+  const auto neg = make_mixer(*host, "kda", "{num_heads: 2, allow_neg_eigval: true}", 16);
+  const auto plain = make_mixer(*host, "kda", "{num_heads: 2}", 16);
+  {
+    torch::NoGradGuard ng;
+    auto src = neg->named_parameters(), dst = plain->named_parameters();
+    for (auto& p : src) dst[p.key()].copy_(p.value());
+  }
+  torch::Tensor b_neg, b_plain;
+  MixerProbes pn, pp;
+  pn.gates = [&](const torch::Tensor&, const torch::Tensor& b) { b_neg = b; };
+  pp.gates = [&](const torch::Tensor&, const torch::Tensor& b) { b_plain = b; };
+  neg->set_probes(pn);
+  plain->set_probes(pp);
+  torch::NoGradGuard ng;
+  const torch::Tensor x = torch::randn({1, 6, 16});
+  neg->forward(x, torch::arange(6), nullptr);
+  plain->forward(x, torch::arange(6), nullptr);
+  CHECK(test::max_abs_diff(b_neg, 2 * b_plain) < 1e-12);
+}
 }  // namespace mixer_plugins_test
