@@ -3,9 +3,12 @@
 namespace hybridlab::tasks {
 
 std::vector<TaskType> register_builtin_tasks() {
-  return {mqar_task_type(),           passkey_task_type(),      copy_task_type(),
-          selective_copy_task_type(), niah_task_type(),         text_task_type(),
-          flip_flop_task_type(),      word_problem_task_type(), algorithmic_task_type()};
+  return {mqar_task_type(),         passkey_task_type(),
+          copy_task_type(),         selective_copy_task_type(),
+          niah_task_type(),         text_task_type(),
+          flip_flop_task_type(),    word_problem_task_type(),
+          algorithmic_task_type(),  in_context_recall_task_type(),
+          noisy_recall_task_type(), memorization_task_type()};
 }
 
 const Registry<TaskType>& task_registry() {

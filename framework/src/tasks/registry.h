@@ -17,6 +17,9 @@ TaskType text_task_type();
 TaskType flip_flop_task_type();
 TaskType word_problem_task_type();
 TaskType algorithmic_task_type();
+TaskType in_context_recall_task_type();
+TaskType noisy_recall_task_type();
+TaskType memorization_task_type();
 
 /// Every built-in task. Adding a task: one file defining `<name>_task_type()` and one line here.
 std::vector<TaskType> register_builtin_tasks();

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "hybridlab/error.h"
@@ -310,6 +311,99 @@ TEST_CASE("order-and-state tasks refuse bad settings at their key", "[job][tasks
   CHECK_THAT(make("task: {name: flip_flop, seq_len: 8}")->length_problem(9),
              Catch::Contains("even"));
   CHECK(make("task: {name: algorithmic, op: addition, seq_len: 8}")->length_problem(7) != "");
+}
+
+}  // namespace order_state_tasks_test
+
+namespace order_state_tasks_test {
+namespace {
+// MAD in-context recall re-derived by walking a row: keys from [0, half), values from
+// [half, 2 half) or noise pairs from [2 half, V); a key keeps its value; the last pair repeats a
+// shown key; eval scores exactly the keys shown before, with their values.
+void check_recall_row(const std::vector<int64_t>& seq, const std::vector<int64_t>& tgt,
+                      int64_t half, int64_t V, bool eval) {
+  std::map<int64_t, int64_t> value_of;
+  for (size_t i = 0; i + 1 < seq.size(); i += 2) {
+    const int64_t k = seq[i], v = seq[i + 1];
+    if (k >= 2 * half) {  // noise pair
+      REQUIRE(v >= 2 * half);
+      REQUIRE(v < V);
+      if (eval) REQUIRE((tgt[i] == kIgnoreIndex && tgt[i + 1] == kIgnoreIndex));
+      continue;
+    }
+    REQUIRE(k < half);
+    REQUIRE((v >= half && v < 2 * half));
+    const bool seen = value_of.count(k) > 0;
+    if (seen) REQUIRE(value_of[k] == v);
+    if (i + 2 == seq.size()) REQUIRE(seen);  // the probe
+    value_of[k] = v;
+    if (eval) {
+      REQUIRE(tgt[i] == (seen ? v : kIgnoreIndex));
+      REQUIRE(tgt[i + 1] == kIgnoreIndex);
+    } else {
+      REQUIRE(tgt[i] == v);
+      if (i + 2 < seq.size()) REQUIRE(tgt[i + 1] == seq[i + 2]);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("in_context_recall and noisy_recall: MAD's multi-query layout and scoring",
+          "[job][tasks]") {
+  auto t = make("task: {name: in_context_recall}");
+  REQUIRE(t->vocab_size() == 16);
+  REQUIRE(t->seq_len() == 128);
+  t->prepare({128, 256});
+  check_splits(*t, 256);
+  for (const bool eval : {false, true}) {
+    const Batch b = eval ? t->eval_set(256, 8, 1) : t->train_batch(0, 8, 1);
+    for (int64_t i = 0; i < 8; ++i)
+      check_recall_row(row_vec(b.tokens[i]), row_vec(b.targets[i]), 8, 16, eval);
+  }
+  auto noisy = make("task: {name: noisy_recall}");
+  REQUIRE(noisy->vocab_size() == 32);
+  const Batch nb = noisy->eval_set(128, 64, 2);
+  double noise_pairs = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const auto seq = row_vec(nb.tokens[i]);
+    check_recall_row(seq, row_vec(nb.targets[i]), 8, 32, true);
+    for (size_t p = 0; p < seq.size(); p += 2) noise_pairs += seq[p] >= 16;
+  }
+  // frac_noise 0.2 of the 62 pairs that may be noise (not the probe, not the one kept).
+  CHECK(noise_pairs / (64.0 * 64) == Approx(0.2 * 62 / 64).margin(0.02));
+  CHECK(t->chance_levels().at("accuracy") == Approx(1.0 / 8));
+}
+
+TEST_CASE("memorization: one fixed map, the value scored at each insert token", "[job][tasks]") {
+  auto t = make("task: {name: memorization}");
+  auto again = make("task: {name: memorization}");
+  std::map<int64_t, int64_t> value_of;
+  for (auto* task : {t.get(), again.get()}) {
+    for (const Batch& b : {task->train_batch(0, 16, 3), task->eval_set(32, 16, 4)}) {
+      for (int64_t i = 0; i < 16; ++i) {
+        const auto seq = row_vec(b.tokens[i]), tgt = row_vec(b.targets[i]);
+        for (size_t p = 0; p < seq.size(); p += 2) {
+          REQUIRE((seq[p] >= 0 && seq[p] < 127));
+          REQUIRE(seq[p + 1] == 255);
+          REQUIRE(tgt[p] == kIgnoreIndex);
+          REQUIRE((tgt[p + 1] >= 127 && tgt[p + 1] < 255));
+          auto [it, fresh] = value_of.emplace(seq[p], tgt[p + 1]);
+          REQUIRE(it->second == tgt[p + 1]);  // the same map in every row, batch and task
+        }
+      }
+    }
+  }
+  std::set<int64_t> values;
+  for (const auto& [k, v] : value_of) values.insert(v);
+  REQUIRE(values.size() == value_of.size());  // no two keys share a value
+  CHECK_THAT(task_error("task: {name: noisy_recall, noise_vocab_size: 0}"),
+             Catch::Contains("task.frac_noise") && Catch::Contains("noise_vocab_size > 0"));
+  CHECK_THAT(task_error("task: {name: in_context_recall, seq_len: 127}"),
+             Catch::Contains("task.seq_len") && Catch::Contains("even"));
+  CHECK_THAT(task_error("task: {name: in_context_recall, vocab_size: 3}"),
+             Catch::Contains("task.vocab_size"));
+  CHECK_THAT(task_error("task: {name: memorization, seq_len: 31}"),
+             Catch::Contains("task.seq_len"));
 }
 
 }  // namespace order_state_tasks_test
