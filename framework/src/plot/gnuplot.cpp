@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -172,7 +173,13 @@ void plot_lines(const LinePlot& plot, const std::string& png_path) {
   gp << "set title " << gp_quote(plot.title) << "\n"
      << "set xlabel " << gp_quote(plot.xlabel) << "\n"
      << "set ylabel " << gp_quote(plot.ylabel) << "\n"
-     << "set grid\nset key outside right top\nset datafile missing 'NaN'\n";
+     << "set grid\nset datafile missing 'NaN'\n";
+  // Long series titles beside the plot took up to half its width: below it they take height,
+  // and the plot keeps the whole width.
+  size_t longest_title = 0;
+  for (const Series& s : plot.series) longest_title = std::max(longest_title, s.title.size());
+  gp << (longest_title > 28 ? "set key outside below left Left reverse maxcols 2\n"
+                            : "set key outside right top\n");
   if (plot.logx) gp << "set logscale x 2\nset format x '%g'\n";
   if (plot.logy) gp << "set logscale y\nset format y '%g'\n";
   if (std::isfinite(plot.vline)) {

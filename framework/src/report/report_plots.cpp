@@ -151,35 +151,54 @@ plot::LinePlot loss_plot(const TaskView& view) {
   return p;
 }
 
+// The mean over a variant's runs of one per-position curve at `length` (runs whose curve has
+// another number of buckets, or none, left out); empty when no run has one.
+std::vector<double> mean_curve(const VariantCells& v, const ReportInput& in, int64_t length,
+                               std::vector<double> LengthResult::*curve_of, int& runs_used) {
+  std::vector<double> sum;
+  runs_used = 0;
+  for (const auto* rd : v.runs) {
+    const auto curve = in.curves.find(rd->name);
+    if (curve == in.curves.end()) continue;
+    const std::vector<LengthResult>& results = *curve->second;
+    const auto at = std::find_if(results.begin(), results.end(),
+                                 [&](const LengthResult& l) { return l.length == length; });
+    if (at == results.end() || ((*at).*curve_of).empty()) continue;
+    const auto& vals = (*at).*curve_of;
+    if (sum.empty()) sum.assign(vals.size(), 0.0);
+    if (vals.size() != sum.size()) continue;
+    for (size_t b = 0; b < vals.size(); ++b) sum[b] += vals[b];
+    ++runs_used;
+  }
+  for (double& x : sum) x /= std::max(runs_used, 1);
+  return sum;
+}
+
 // One per-position curve (loss or accuracy, `what` and `ylabel` naming it) at the longest eval
-// length (tasks that record it), one line per run.
+// length (tasks that record it): one line per variant, the mean of its seeds' curves (a line per
+// seed made the legend outgrow the plot).
 plot::LinePlot position_plot(const TaskView& view, const ReportInput& in,
                              std::vector<double> LengthResult::*curve_of, const std::string& what,
                              const std::string& ylabel) {
   plot::LinePlot p;
   const int64_t longest = *view.lengths.rbegin();
-  p.title = fmt::format("{}: {} vs position at length {}", view.task, what, longest);
+  p.title =
+      fmt::format("{}: {} vs position at length {} (mean over seeds)", view.task, what, longest);
   p.xlabel = "position (tokens)";
   p.ylabel = ylabel;
   mark_train_length(p, view);
   for (const auto* v : view.variants) {
-    for (const auto* rd : v->runs) {
-      const auto curve = in.curves.find(rd->name);
-      if (curve == in.curves.end()) continue;
-      const std::vector<LengthResult>& results = *curve->second;
-      const auto at = std::find_if(results.begin(), results.end(),
-                                   [&](const LengthResult& l) { return l.length == longest; });
-      if (at == results.end() || ((*at).*curve_of).empty()) continue;
-      plot::Series s;
-      s.title = row_label(rd->labels, rd->name);
-      const auto& vals = (*at).*curve_of;
-      for (size_t b = 0; b < vals.size(); ++b) {
-        s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
-                      static_cast<double>(vals.size()));
-        s.y.push_back(vals[b]);
-      }
-      p.series.push_back(s);
+    int runs_used = 0;
+    const std::vector<double> vals = mean_curve(*v, in, longest, curve_of, runs_used);
+    if (vals.empty()) continue;
+    plot::Series s;
+    s.title = row_label(v->labels, v->variant);
+    for (size_t b = 0; b < vals.size(); ++b) {
+      s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
+                    static_cast<double>(vals.size()));
+      s.y.push_back(vals[b]);
     }
+    p.series.push_back(s);
   }
   return p;
 }
