@@ -10,6 +10,7 @@
 
 #include "hybridlab/error.h"
 #include "report/report_parts.h"
+#include "util/atomic_file.h"
 
 namespace hybridlab::report {
 namespace fs = std::filesystem;
