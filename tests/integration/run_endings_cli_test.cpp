@@ -1,6 +1,7 @@
 // How a run ends is what its records say: a non-finite metric is stored and
-// shown as such and never makes results.json unreadable. The misbehaving
-// fixture plugin (tests/fixtures/plugins/misbehaving.cpp) does the harm.
+// shown as such and never makes results.json unreadable; a child that exits 0
+// before recording `finished` is a failure. The misbehaving fixture plugin
+// (tests/fixtures/plugins/misbehaving.cpp) does the harm.
 
 #include <catch2/catch.hpp>
 
@@ -71,6 +72,17 @@ json json_of(const fs::path& p) {
   }
 }
 
+// The step of the last line of a metrics.jsonl (0 when none).
+int64_t last_step(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty()) step = json::parse(line).value("step", step);
+  }
+  return step;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -135,4 +147,29 @@ TEST_CASE(
   CHECK(slurp(run / "results.json") == before);
 }
 
+TEST_CASE("run endings: a child that exits 0 before recording finished is a failure",
+          "[runs][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+  // One attention layer: one rotate call per training step; the 13th call is
+  // step 13's forward.
+  write_experiment(exp, "action: exit0, at_call: 13",
+                   "{steps: 30, batch_size: 2, warmup_steps: 1}");
+  const fs::path run = runs / "tiny" / "main";
+  const Result r = cli("run " + q(exp) + " --runs-dir " + q(runs) + " --no-report", 300);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  const std::string why =
+      "ended with exit code 0 before recording finished "
+      "(its status says running)";
+  CHECK_THAT(r.out, Catch::Contains("main: FAILED after") && Catch::Contains(why));
+  CHECK_THAT(r.out,
+             Catch::Contains("0 finished, 0 skipped (finished before), 1 failed, 0 interrupted"));
+  CHECK_THAT(r.out, !Catch::Contains("finished in"));
+  const json st = json_of(run / "status.json");
+  CHECK(st["state"] == "failed");
+  CHECK(st.value("error", "") == why);
+  CHECK(last_step(run / "metrics.jsonl") == 12);
+  CHECK_FALSE(fs::exists(run / "results.json"));
+}
 }  // namespace run_endings_cli_test
