@@ -1,7 +1,8 @@
 // How a run ends is what its records say: a non-finite metric is stored and
 // shown as such and never makes results.json unreadable; a child that exits 0
-// before recording `finished` is a failure. The misbehaving fixture plugin
-// (tests/fixtures/plugins/misbehaving.cpp) does the harm.
+// before recording `finished` is a failure; a child whose step hangs ends
+// itself within its grace after a stop or its parent's death. The misbehaving
+// fixture plugin (tests/fixtures/plugins/misbehaving.cpp) does the harm.
 
 #include <catch2/catch.hpp>
 
@@ -82,6 +83,65 @@ int64_t last_step(const fs::path& metrics) {
   }
   return step;
 }
+
+template <class F>
+bool eventually(F&& ok, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return ok();
+}
+
+bool lock_free(const fs::path& run) {
+  const int fd = ::open((run / "lock").c_str(), O_RDWR);
+  if (fd < 0) return true;
+  const bool ok = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Whether process `pid` has ended (gone, or a zombie nobody reaped).
+bool ended(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const size_t paren = text.rfind(')');
+  return text.empty() || paren == std::string::npos || text.compare(paren + 2, 1, "Z") == 0;
+}
+
+// `hybridlab run EXP` in the background, its output to `log`, with
+// HYBRIDLAB_STOP_GRACE=2.
+pid_t spawn_run(const fs::path& exp, const fs::path& runs, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("HYBRIDLAB_PLUGIN_PATH", "", 1);
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    ::setenv("HYBRIDLAB_STOP_GRACE", "2", 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(HYBRIDLAB_CLI, HYBRIDLAB_CLI, "run", exp.c_str(), "--runs-dir", runs.c_str(), "--quiet",
+            "--no-report", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Kills `pid` if it still runs when the test ends (a failed check must not
+// leave it spinning).
+struct KillAtEnd {
+  long pid = 0;
+  ~KillAtEnd() {
+    if (pid > 0 && !ended(pid)) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+};
 
 }  // namespace
 
@@ -172,4 +232,62 @@ TEST_CASE("run endings: a child that exits 0 before recording finished is a fail
   CHECK(last_step(run / "metrics.jsonl") == 12);
   CHECK_FALSE(fs::exists(run / "results.json"));
 }
+
+TEST_CASE(
+    "run endings: a child whose step hangs ends itself after its parent "
+    "is killed",
+    "[runs][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "action: hang, at_call: 3",
+                   "{steps: 1000, batch_size: 2, warmup_steps: 1}");
+  const fs::path run = runs / "tiny" / "main", log = tmp.path / "log";
+  const pid_t parent = spawn_run(exp, runs, log);
+  // The fixture says when its third call (step 3's forward) starts to hang.
+  REQUIRE(eventually([&] { return slurp(log).find("hang at rotate call 3") != std::string::npos; },
+                     120));
+  KillAtEnd child{json_of(run / "status.json").value("pid", 0L)};
+  REQUIRE(child.pid > 0);
+  CHECK(child.pid != parent);
+  ::kill(parent, SIGKILL);
+  wait_exit(parent);
+  // Without a deadline the child would wait forever; with
+  // HYBRIDLAB_STOP_GRACE=2 it ends in ~2 s.
+  CHECK(eventually([&] { return ended(child.pid) && lock_free(run); }, 30));
+  const json st = json_of(run / "status.json");
+  CHECK(st["state"] == "interrupted");
+  CHECK_THAT(st.value("error", ""), Catch::Contains("did not stop within 2 s of"));
+  CHECK(last_step(run / "metrics.jsonl") == 2);
+}
+
+TEST_CASE(
+    "run endings: a stop request to a child whose step hangs ends the "
+    "run interrupted",
+    "[runs][cli]") {
+  Tmp tmp;
+  const fs::path exp = tmp.path / "tiny.yaml", runs = tmp.path / "runs";
+  write_experiment(exp, "action: hang, at_call: 3",
+                   "{steps: 1000, batch_size: 2, warmup_steps: 1}");
+  const fs::path run = runs / "tiny" / "main", log = tmp.path / "log";
+  const pid_t parent = spawn_run(exp, runs, log);
+  REQUIRE(eventually([&] { return slurp(log).find("hang at rotate call 3") != std::string::npos; },
+                     120));
+  KillAtEnd child{json_of(run / "status.json").value("pid", 0L)};
+  REQUIRE(child.pid > 0);
+  // SIGTERM to `run` is forwarded to the child once; the child's step never
+  // returns to see it.
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(parent, SIGTERM);
+  const int code = wait_exit(parent);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(slurp(log));
+  CHECK(code == 130);
+  CHECK(secs < 30);
+  CHECK(ended(child.pid));
+  CHECK(lock_free(run));
+  const json st = json_of(run / "status.json");
+  CHECK(st["state"] == "interrupted");
+  CHECK_THAT(st.value("error", ""), Catch::Contains("did not stop within 2 s of the stop request"));
+}
+
 }  // namespace run_endings_cli_test
