@@ -305,6 +305,8 @@ void add_run_folder_command(CLI::App& app) {
   folder->callback([folder_args] {
     install_stop_handlers(/*second_signal_exits=*/false);  // see install_stop_handlers
     const FolderArgs& a = *folder_args;
+    // A step that never ends must not keep a stopped or orphaned child alive with the lock.
+    end_after_stop_grace(a.dir, stop_grace_seconds());
     const auto lock = a.lock_fd >= 0 ? std::make_unique<RunLock>(RunLock::adopt(a.lock_fd, a.dir))
                                      : std::make_unique<RunLock>(a.dir);
     ExecuteOptions opts;

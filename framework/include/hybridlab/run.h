@@ -150,6 +150,21 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts = {}
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths = {},
                      const std::vector<EvalVariant>& variants = {});
 
+/// The grace a run's child process allows itself after a stop request or its parent's death:
+/// HYBRIDLAB_STOP_GRACE (seconds, a number in (0, 86400], read as the config reads numbers), else
+/// 120, which covers a training step and a checkpoint write at the sizes this project trains.
+/// Throws UserError for a malformed or out-of-range value.
+double stop_grace_seconds();
+
+/// Starts a thread that ends this process `grace_s` seconds after a stop request
+/// (stop_requested()) or the death of its parent, if it is still running then: a step that never
+/// ends (a hung plugin or library) would otherwise keep it alive, holding its run's lock, with
+/// nothing left to stop it but SIGKILL. It records `interrupted` in `run_dir`'s status.json,
+/// naming the grace, and exits with code 130; the lock goes with the process, and a rerun resumes
+/// from the last checkpoint. The parent's death also counts as a stop request when its signal
+/// (PR_SET_PDEATHSIG) was lost. For the child `run` starts per run (`run-folder`).
+void end_after_stop_grace(const std::string& run_dir, double grace_s);
+
 /// Loads `path` (following `extends:`) and applies `key=value` overrides in order. Throws
 /// ConfigError located at the sweep's line for an override of a key the sweep varies (a grid, zip
 /// or tune key, a key inside or holding one, or train.seed beside `seeds:`): every variant would

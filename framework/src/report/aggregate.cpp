@@ -41,6 +41,28 @@ int64_t health_length(const RunData& r) {
   return r.train_length;
 }
 
+// The interval of `metric` at `length` over `runs`. A value a run recorded as NaN or ±Inf (a
+// diverged evaluation) is counted apart from a missing one, so that the report can show it.
+Interval seed_cell(const std::vector<const RunData*>& runs, const std::string& metric,
+                   int64_t length, double confidence) {
+  std::vector<double> values;
+  int64_t non_finite = 0;
+  double recorded = NAN;
+  for (const RunData* r : runs) {
+    const double v = r->value(metric, length);
+    values.push_back(v);
+    const auto at = r->eval.find(length);
+    if (!std::isfinite(v) && at != r->eval.end() && at->second.count(metric)) {
+      ++non_finite;
+      recorded = v;
+    }
+  }
+  Interval iv = mean_interval(values, confidence);
+  iv.non_finite = non_finite;
+  if (iv.empty()) iv.mean = recorded;
+  return iv;
+}
+
 }  // namespace
 
 Interval VariantCells::cell(const std::string& metric, int64_t length) const {
@@ -120,11 +142,7 @@ std::vector<VariantCells> aggregate_runs(const std::vector<RunData>& runs,
         }
       }
     }
-    for (const auto& [m, L] : keys) {
-      std::vector<double> values;
-      for (const RunData* r : g.runs) values.push_back(r->value(m, L));
-      g.cells[{m, L}] = mean_interval(values, confidence);
-    }
+    for (const auto& [m, L] : keys) g.cells[{m, L}] = seed_cell(g.runs, m, L, confidence);
     std::vector<double> primaries;
     double chance = NAN;
     for (const RunData* r : g.runs) {

@@ -49,8 +49,10 @@ void write_runs_csv(const std::string& path, const ReportInput& in,
     row.push_back(train ? fmt::format("{:.0f}", train->tokens_per_s) : "");
     row.push_back(data[i].error);
     for (const auto& [m, L] : columns) {
-      const double v = data[i].value(m, L);
-      row.push_back(std::isfinite(v) ? plot::format_number(v) : "");
+      // A recorded NaN or Inf is written as such ("nan", "inf"); a missing value is empty.
+      const auto at = data[i].eval.find(L);
+      const bool recorded = at != data[i].eval.end() && at->second.count(m);
+      row.push_back(recorded ? plot::format_number(data[i].value(m, L)) : "");
     }
     rows.push_back(row);
   }
@@ -102,7 +104,7 @@ void write_variants_csv(const std::string& path, const std::vector<VariantCells>
     }
     for (const auto& [m, L] : columns) {
       const Interval iv = v.cell(m, L);
-      row.push_back(iv.empty() ? "" : plot::format_number(iv.mean));
+      row.push_back(iv.empty() && iv.non_finite == 0 ? "" : plot::format_number(iv.mean));
       row.push_back(iv.has_interval() ? plot::format_number(iv.half_width) : "");
     }
     vrows.push_back(row);

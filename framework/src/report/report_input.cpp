@@ -10,6 +10,7 @@
 
 #include "hybridlab/error.h"
 #include "report/report_parts.h"
+#include "util/atomic_file.h"
 
 namespace hybridlab::report {
 namespace fs = std::filesystem;
@@ -180,14 +181,15 @@ ReportInput read_report_input(const fs::path& dir) {
 }
 
 std::string fmt_value(double v) {
-  if (!std::isfinite(v)) return "nan";
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-3)) return fmt::format("{:.3e}", v);
   return fmt::format("{:.4f}", v);
 }
 
 // "mean ± half-width" (95% CI over seeds), the mean alone for one seed, "-" for none.
 std::string interval_text(const Interval& iv) {
-  if (iv.empty()) return "-";
+  if (iv.empty()) return iv.non_finite > 0 ? fmt_value(iv.mean) : "-";
   if (!iv.has_interval()) return fmt_value(iv.mean);
   return fmt_value(iv.mean) + " ± " + fmt_value(iv.half_width);
 }

@@ -40,9 +40,11 @@ struct ReportInput {
 /// its scoring when any row was generated. Throws what RunFolder throws for unreadable folders.
 ReportInput read_report_input(const std::filesystem::path& dir);
 
-/// A value as the report prints it: 4 decimals, scientific beyond [1e-3, 1e5), "nan".
+/// A value as the report prints it: 4 decimals, scientific beyond [1e-3, 1e5), "nan", "inf" or
+/// "-inf" when not finite.
 std::string fmt_value(double v);
-/// "mean ± half-width" (95% CI over seeds), the mean alone for one seed, "-" for none.
+/// "mean ± half-width" (95% CI over seeds), the mean alone for one seed, "-" for none, "nan" (or
+/// "inf") when every seed recorded a value and none is finite (Interval::non_finite).
 std::string interval_text(const Interval& iv);
 /// A row's label inside one task's table: the varied values other than the task itself.
 std::string row_label(const Labels& labels, const std::string& fallback);

@@ -17,11 +17,15 @@ struct Interval {
   double sd = 0;          ///< sample standard deviation (n − 1 denominator); NaN when n < 2
   double half_width = 0;  ///< t(1 − α/2; n − 1) · sd / √n; 0 when n < 2
   int64_t n = 0;          ///< number of finite values averaged
+  /// Values that were recorded but not finite (a diverged evaluation's NaN or ±Inf), left out of
+  /// n; set by the caller, which alone knows a recorded NaN from a missing value. When n = 0 and
+  /// non_finite > 0, `mean` holds one of them, so that the cell reads "nan" or "inf", not "-".
+  int64_t non_finite = 0;
   double confidence = 0.95;
   double lo() const { return mean - half_width; }
   double hi() const { return mean + half_width; }
   bool has_interval() const { return n >= 2; }
-  bool empty() const { return n == 0; }
+  bool empty() const { return n == 0; }  ///< no finite value (see non_finite)
 };
 
 /// The `p` quantile (0 < p < 1) of Student's t distribution with `dof` > 0 degrees of freedom,

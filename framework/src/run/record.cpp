@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "hybridlab/run_record.h"
+#include "run/json_number.h"
 #include "util/atomic_file.h"
 
 namespace hybridlab {
@@ -65,7 +66,7 @@ json lengths_json(const std::vector<LengthResult>& results) {
     json m = {{"examples", l.examples}};
     // Only the non-default scoring is written: teacher-forced results read as before.
     if (l.scoring != "teacher_forced") m["scoring"] = l.scoring;
-    for (const auto& [k, v] : l.metrics) m[k] = v;
+    for (const auto& [k, v] : l.metrics) m[k] = number_json(v);
     j[std::to_string(l.length)] = m;
   }
   return j;
@@ -77,7 +78,7 @@ json positions_json(const std::vector<LengthResult>& results,
                     std::vector<double> LengthResult::*curve) {
   json j = json::object();
   for (const auto& l : results) {
-    if (!(l.*curve).empty()) j[std::to_string(l.length)] = l.*curve;
+    if (!(l.*curve).empty()) j[std::to_string(l.length)] = numbers_json(l.*curve);
   }
   return j;
 }
@@ -105,10 +106,10 @@ std::vector<LengthResult> lengths_of(const json& j, const json& holder = json::o
       else if (k == "scoring")
         lr.scoring = v.get<std::string>();
       else
-        lr.metrics[k] = v.get<double>();
+        lr.metrics[k] = number_of(v);
     }
-    if (pos.contains(len)) lr.position_loss = pos[len].get<std::vector<double>>();
-    if (acc.contains(len)) lr.position_accuracy = acc[len].get<std::vector<double>>();
+    if (pos.contains(len)) lr.position_loss = numbers_of(pos[len]);
+    if (acc.contains(len)) lr.position_accuracy = numbers_of(acc[len]);
     out.push_back(lr);
   }
   std::sort(out.begin(), out.end(),
@@ -264,8 +265,8 @@ std::optional<RunResults> RunFolder::results() const {
       const json& m = (*j)["model"];
       ModelRecord mr;
       mr.layers = m.value("layers", int64_t{0});
-      mr.attention_share = m.value("attention_share", 0.0);
-      mr.position_share = m.value("position_share", 0.0);
+      mr.attention_share = number_at(m, "attention_share", 0.0);
+      mr.position_share = number_at(m, "position_share", 0.0);
       mr.recurrent_state_floats = m.value("recurrent_state_floats", int64_t{0});
       mr.kv_floats_per_token = m.value("kv_floats_per_token", int64_t{0});
       r.model = mr;
@@ -275,17 +276,17 @@ std::optional<RunResults> RunFolder::results() const {
       TrainRecord tr;
       tr.steps = t.value("steps", int64_t{0});
       tr.resumed_from = t.value("resumed_from", int64_t{0});
-      tr.final_loss = t.value("final_loss", 0.0);
-      tr.tokens_per_s = t.value("tokens_per_s", 0.0);
-      tr.wall_s = t.value("wall_s", 0.0);
-      tr.model_s = t.value("model_s", 0.0);
+      tr.final_loss = number_at(t, "final_loss", 0.0);
+      tr.tokens_per_s = number_at(t, "tokens_per_s", 0.0);
+      tr.wall_s = number_at(t, "wall_s", 0.0);
+      tr.model_s = number_at(t, "model_s", 0.0);
       r.train = tr;
     }
     const json eval = j->value("eval", json::object());  // items() must not outlive it
     r.eval = lengths_of(eval, *j);
     r.validation = lengths_of(j->value("validation", json::object()));
     const json chance = j->value("chance", json::object());
-    for (const auto& [m, v] : chance.items()) r.chance[m] = v.get<double>();
+    for (const auto& [m, v] : chance.items()) r.chance[m] = number_of(v);
     r.tuned = tuned_of(j->value("tuned", json::object()));
     const json variants = j->value("eval_variants", json::array());
     for (const json& v : variants) {
@@ -360,20 +361,27 @@ void RunFolder::write_results(const RunResults& r) const {
   if (r.model) {
     const ModelRecord& m = *r.model;
     j["model"] = {{"layers", m.layers},
-                  {"attention_share", m.attention_share},
-                  {"position_share", m.position_share},
+                  {"attention_share", number_json(m.attention_share)},
+                  {"position_share", number_json(m.position_share)},
                   {"recurrent_state_floats", m.recurrent_state_floats},
                   {"kv_floats_per_token", m.kv_floats_per_token}};
   }
   if (r.train) {
     const TrainRecord& t = *r.train;
-    j["train"] = {{"steps", t.steps},           {"resumed_from", t.resumed_from},
-                  {"final_loss", t.final_loss}, {"tokens_per_s", t.tokens_per_s},
-                  {"wall_s", t.wall_s},         {"model_s", t.model_s}};
+    j["train"] = {{"steps", t.steps},
+                  {"resumed_from", t.resumed_from},
+                  {"final_loss", number_json(t.final_loss)},
+                  {"tokens_per_s", number_json(t.tokens_per_s)},
+                  {"wall_s", number_json(t.wall_s)},
+                  {"model_s", number_json(t.model_s)}};
   }
   j["eval"] = lengths_json(r.eval);
   put_positions(j, r.eval);
-  if (!r.chance.empty()) j["chance"] = r.chance;
+  if (!r.chance.empty()) {
+    json chance = json::object();
+    for (const auto& [m, v] : r.chance) chance[m] = number_json(v);
+    j["chance"] = chance;
+  }
   if (!r.variants.empty()) {
     json variants = json::array();
     for (const auto& v : r.variants) {

@@ -87,6 +87,22 @@ void record_end(const RunJob& job, RunState state, const std::string& error) {
   }
 }
 
+// "" when a child that exited with code 0 recorded the end it was started for (`finished`, or
+// `trained` for train_only), else why its exit is a failure: a plugin or library that calls
+// exit(0) mid-run ends the child "successfully" with the run still `running`.
+std::string unrecorded_end(const RunJob& job, bool train_only) {
+  const RunState want = train_only ? RunState::kTrained : RunState::kFinished;
+  RunState now = RunState::kNew;
+  try {
+    now = RunFolder(job.dir).status().state;
+  } catch (const UserError& e) {
+    return fmt::format("ended with exit code 0, and its status cannot be read: {}", e.what());
+  }
+  if (now == want || now == RunState::kFinished) return "";
+  return fmt::format("ended with exit code 0 before recording {} (its status says {})",
+                     run_state_name(want), run_state_name(now));
+}
+
 void run_in_process(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
   size_t i = 0;
   for (; i < jobs.size(); ++i) {
@@ -193,6 +209,43 @@ pid_t start_child(const RunJob& job, const RunLock& lock, const ScheduleOptions&
   return pid;
 }
 
+// 130 is a stop with its checkpoint; 128 + SIGINT/SIGTERM (or death by them) a stop before it:
+// either way the run resumes from its last checkpoint, nothing failed.
+bool stopped(int status) {
+  return (WIFEXITED(status) &&
+          (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 128 + SIGTERM)) ||
+         (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM));
+}
+
+// Counts and records how the child of `job` ended (waitpid `status`, after `secs` seconds).
+void child_ended(const RunJob& job, int status, double secs, const ScheduleOptions& o, Counter& n) {
+  std::string error;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    error = unrecorded_end(job, o.train_only);
+    if (error.empty()) {
+      ++n.out.finished;
+      if (!o.quiet) say("{}: finished in {:.0f} s\n", job.name, secs);
+      return;
+    }
+  } else if (stopped(status)) {
+    ++n.out.interrupted;
+    record_end(job, RunState::kInterrupted, "interrupted");
+    if (!o.quiet) say("{}: interrupted (rerun to resume)\n", job.name);
+    return;
+  } else if (WIFSIGNALED(status)) {
+    error = "crashed: " + signal_text(WTERMSIG(status));
+  } else {
+    const RunStatus st = RunFolder(job.dir).status();
+    error = st.state == RunState::kFailed && !st.error.empty()
+                ? st.error
+                : fmt::format("exited with code {}", WEXITSTATUS(status));
+  }
+  record_end(job, RunState::kFailed, error);
+  ++n.out.failed;
+  n.out.failures.emplace_back(job.name, error);
+  if (!o.quiet) say("{}: FAILED after {:.0f} s: {}\n", job.name, secs, error);
+}
+
 void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
   struct Child {
     const RunJob* job;
@@ -201,40 +254,6 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
   std::map<pid_t, Child> running;
   size_t next = 0, started = 0;
   bool forwarded = false;
-  const auto finish = [&](const Child& c, int status) {
-    const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-      ++n.out.finished;
-      if (!o.quiet) say("{}: finished in {:.0f} s\n", c.job->name, secs);
-      return;
-    }
-    // 130 is a stop with its checkpoint; 128 + SIGINT/SIGTERM (or death by them) a stop before
-    // it: either way the run resumes from its last checkpoint, nothing failed.
-    const bool interrupted =
-        (WIFEXITED(status) &&
-         (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 128 + SIGTERM)) ||
-        (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM));
-    if (interrupted) {
-      ++n.out.interrupted;
-      record_end(*c.job, RunState::kInterrupted, "interrupted");
-      if (!o.quiet) say("{}: interrupted (rerun to resume)\n", c.job->name);
-      return;
-    }
-    std::string error;
-    if (WIFSIGNALED(status)) {
-      error = "crashed: " + signal_text(WTERMSIG(status));
-      record_end(*c.job, RunState::kFailed, error);
-    } else {
-      const RunStatus st = RunFolder(c.job->dir).status();
-      error = st.state == RunState::kFailed && !st.error.empty()
-                  ? st.error
-                  : fmt::format("exited with code {}", WEXITSTATUS(status));
-      record_end(*c.job, RunState::kFailed, error);
-    }
-    ++n.out.failed;
-    n.out.failures.emplace_back(c.job->name, error);
-    if (!o.quiet) say("{}: FAILED after {:.0f} s: {}\n", c.job->name, secs, error);
-  };
   const int64_t total = static_cast<int64_t>(jobs.size());
   while (next < jobs.size() || !running.empty()) {
     while (next < jobs.size() && static_cast<int64_t>(running.size()) < o.jobs &&
@@ -265,7 +284,8 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
     if (done < 0) break;
     auto it = running.find(done);
     if (it == running.end()) continue;
-    finish(it->second, status);
+    child_ended(*it->second.job, status,
+                std::chrono::duration<double>(Clock::now() - it->second.start).count(), o, n);
     running.erase(it);
   }
   n.out.interrupted += static_cast<int64_t>(jobs.size() - next);

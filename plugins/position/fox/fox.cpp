@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "hybridlab/position.h"
 
@@ -34,6 +35,8 @@ using hybridlab::PositionTable;
 using hybridlab::Section;
 
 enum class Gate { kData, kBiasOnly, kFixed };
+
+constexpr double kFloatMax = std::numeric_limits<float>::max();
 
 struct FoxOptions {
   Gate gate = Gate::kData;
@@ -156,10 +159,19 @@ class Fox : public hybridlab::PositionScheme {
                  "expected data (σ(w·x + b), the paper's), bias_only (a learned b per head) or "
                  "fixed (b not learned), got '" +
                      gate + "'");
-    params.check(std::isfinite(o.bias_init), "bias_init",
-                 fmt::format("must be a finite number, got {}", o.bias_init));
+    // The gate's bias is a float parameter: a larger value would be stored as infinity, and
+    // log σ(±inf) turns the first backward into NaN.
+    params.check(std::isfinite(o.bias_init) && std::fabs(o.bias_init) <= kFloatMax, "bias_init",
+                 fmt::format("must be a finite number a float holds (|b| <= {:g}), got {}",
+                             kFloatMax, o.bias_init));
     params.check(std::isfinite(o.tau_min) && o.tau_min > 0, "tau_min",
                  fmt::format("must be a finite number of tokens > 0, got {}", o.tau_min));
+    // b = −ln(expm1(1/τ)) is −inf once expm1 overflows (1/τ > ln DBL_MAX, τ below ~0.0014).
+    params.check(!(o.tau_min > 0) || std::isfinite(std::log(std::expm1(1.0 / o.tau_min))),
+                 "tau_min",
+                 fmt::format("{} tokens makes the gate's bias -ln(expm1(1/tau)) infinite; use "
+                             "tau_min >= 0.01",
+                             o.tau_min));
     params.check(std::isfinite(o.tau_max) && o.tau_max >= o.tau_min, "tau_max",
                  fmt::format("must be finite and >= tau_min ({}), got {}", o.tau_min, o.tau_max));
     params.done();

@@ -23,7 +23,11 @@
 // Layout: pairs (2k, 2k+1) by default, as torchscale (rotate_every_two) and x-transformers do;
 // `layout: half` pairs (k, k + d/2) as the rope plugin's default.
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "hybridlab/position.h"
@@ -151,6 +155,24 @@ class Xpos : public hybridlab::PositionScheme {
     return out;
   }
 
+  // The largest scale a call over positions 0 … length − 1 applies, (1/ζ_0)^(⌊length/2⌋/B) with
+  // centred positions, must be a finite float: past it the scaled q holds infinities, the key
+  // scale underflows to 0, and every logit is NaN (inf · 0). Refused at scale_base, which sets it.
+  // The float limit holds for fp32 and bf16 models alike (fp16's lower one is checked per call).
+  static void check_scale_range(Section& params, double scale_base, double gamma, int64_t length) {
+    if (length <= 0) return;  // no length known: nothing to check against
+    const double zeta0 = gamma / (1.0 + gamma);
+    const int64_t reach = length / 2;  // max |p − c| for c = ⌊length/2⌋ (centre())
+    const double worst = double(reach) / scale_base * -std::log(zeta0);
+    const double limit = std::log(double(std::numeric_limits<float>::max()));
+    params.check(worst < limit, "scale_base",
+                 fmt::format("{} makes the scale zeta^(n/B) overflow a float at length {}: "
+                             "(1/zeta_0)^({}/B) = e^{:g}, past e^{:.2f}; use scale_base > {:.6g} "
+                             "(the paper uses 512)",
+                             scale_base, length, reach, worst, limit,
+                             double(reach) * -std::log(zeta0) / limit));
+  }
+
   static std::shared_ptr<hybridlab::PositionScheme> create(Section& params,
                                                            const PositionContext& ctx) {
     const double theta = params.get<double>("rope_theta", 10000.0);
@@ -166,6 +188,8 @@ class Xpos : public hybridlab::PositionScheme {
                  "must be a finite number > 0 (zeta_0 = gamma/(1+gamma) must be > 0; the paper "
                  "uses 0.4), got " +
                      std::to_string(gamma));
+    if (std::isfinite(scale_base) && scale_base > 0 && std::isfinite(gamma) && gamma > 0)
+      check_scale_range(params, scale_base, gamma, std::max(ctx.max_length, ctx.train_length));
     params.check(layout == "half" || layout == "interleaved", "layout",
                  "expected interleaved (pairs (2k, 2k+1), torchscale and x-transformers) or half "
                  "(pairs (k, k+d/2)), got '" +

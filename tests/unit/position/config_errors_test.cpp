@@ -129,4 +129,50 @@ TEST_CASE("rope: rotate_num_heads above n_heads or across a GQA group", "[positi
   REQUIRE(config_error("rope", "{rotate_num_heads: 4}", test_context(4, 16)).empty());
 }
 
+TEST_CASE("xpos: a scale_base whose scale overflows a float at the lengths used is refused",
+          "[position][errors]") {
+  // The largest scale is (1/zeta_0)^(reach/B), reach = max |p - c| = floor(L/2) for centre
+  // c = floor(L/2); zeta_0 = 0.4/1.4, so 1/zeta_0 = 3.5. It must stay below FLT_MAX =
+  // 3.4028235e38 (ln = 88.7228391): B > reach * ln 3.5 / 88.7228391. At L = 128 (reach 64) that is
+  // B > 64 * 1.2527630 / 88.7228391 = 0.90368; at L = 4096 (reach 2048), B > 28.918.
+  const std::string tiny = config_error("xpos", "{scale_base: 1e-300}", test_context(2, 16));
+  INFO(tiny);
+  REQUIRE(contains(tiny, "test.yaml:1:"));
+  REQUIRE(contains(tiny,
+                   "position.scale_base: 1e-300 makes the scale zeta^(n/B) overflow a "
+                   "float at length 128"));
+  REQUIRE(contains(tiny, "use scale_base > 0.903677"));
+  CHECK_FALSE(config_error("xpos", "{scale_base: 0.9}", test_context(2, 16)).empty());
+  CHECK(config_error("xpos", "{scale_base: 0.91}", test_context(2, 16)).empty());
+  PositionContext long_ctx = test_context(2, 16);
+  long_ctx.max_length = 4096;
+  CHECK(contains(config_error("xpos", "{scale_base: 28.9}", long_ctx), "at length 4096"));
+  CHECK(config_error("xpos", "{scale_base: 28.95}", long_ctx).empty());
+  // Just inside the limit the scales are finite floats at every position of the length.
+  auto ok = make_scheme("xpos", "{scale_base: 0.91}", test_context(2, 16));
+  const torch::Tensor scale = inspect_table(*ok, 128, "query_scale");
+  CHECK(torch::isfinite(scale).all().item<bool>());
+  CHECK(scale.max().item<float>() > 1e38f);  // e^(64 * 1.2527630 / 0.91) = e^88.11 = 1.85e38
+}
+
+TEST_CASE("fox: a bias_init past a float, and a tau_min whose bias is infinite, are refused",
+          "[position][errors]") {
+  // FLT_MAX = 3.4028235e38: 3.4e38 fits a float, 3.5e38 does not.
+  const std::string big = config_error("fox", "{bias_init: 3.5e38}", test_context(2, 16));
+  INFO(big);
+  REQUIRE(contains(big, "test.yaml:1:"));
+  REQUIRE(contains(big, "position.bias_init: must be a finite number a float holds"));
+  CHECK(contains(config_error("fox", "{bias_init: -3.5e38}", test_context(2, 16)),
+                 "position.bias_init"));
+  CHECK(config_error("fox", "{bias_init: 3.4e38}", test_context(2, 16)).empty());
+  // b = -ln(expm1(1/tau)): expm1 overflows a double past 1/tau = ln(DBL_MAX) = 709.78, i.e. below
+  // tau = 0.0014089; tau = 0.0015 (1/tau = 666.7) still gives a finite b = -666.7.
+  const std::string tau =
+      config_error("fox", "{gate: fixed, tau_min: 0.001, tau_max: 8}", test_context(2, 16));
+  INFO(tau);
+  CHECK(contains(tau, "position.tau_min: 0.001 tokens makes the gate's bias"));
+  CHECK(config_error("fox", "{gate: fixed, tau_min: 0.0015, tau_max: 8}", test_context(2, 16))
+            .empty());
+}
+
 }  // namespace config_errors_test

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "hybridlab/run.h"
+#include "hybridlab/trainer.h"
 #include "runs_support.h"
 #include "util/atomic_file.h"
 

@@ -2,8 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "hybridlab/run_record.h"
 #include "runs_support.h"
@@ -89,4 +91,66 @@ TEST_CASE("run record: a damaged status reads as new, a damaged results.json is 
   CHECK(!fs::exists(tmp.path / "metrics.jsonl"));
   CHECK(!fs::exists(tmp.path / "results.json"));
   CHECK(fs::exists(tmp.path / "status.json"));
+}
+
+TEST_CASE("run record: non-finite metrics are written as \"nan\", \"inf\", \"-inf\" and read back",
+          "[runs][record]") {
+  runstest::TempDir tmp;
+  const RunFolder f(tmp.str());
+  const double inf = std::numeric_limits<double>::infinity();
+  RunResults r;
+  r.id = RunIdentity{"exp", "r", {}, "", {}};
+  r.task = "text";
+  r.train = TrainRecord{4, 0, std::nan(""), 10.0, 1.0, 0.5};
+  r.eval.push_back(LengthResult{32, 8, {{"loss", 2.5}, {"perplexity", 12.25}}, {}});
+  r.variants.push_back(EvalVariantResult{
+      "broken",
+      "model.attention.position.scale_base=1e-300",
+      {LengthResult{32,
+                    8,
+                    {{"loss", std::nan("")}, {"perplexity", inf}, {"margin", -inf}},
+                    {1.5, std::nan("")}}},
+      {}});
+  f.write_results(r);
+  const std::string text = runstest::slurp(tmp.path / "results.json");
+  CHECK(text.find("null") == std::string::npos);
+  CHECK(text.find("\"perplexity\": \"inf\"") != std::string::npos);
+  CHECK(text.find("\"margin\": \"-inf\"") != std::string::npos);
+
+  RunResults back = *f.results();
+  CHECK(std::isnan(back.train->final_loss));
+  CHECK(back.eval.at(0).metrics.at("loss") == 2.5);
+  const LengthResult& v = back.variants.at(0).eval.at(0);
+  CHECK(std::isnan(v.metrics.at("loss")));
+  CHECK(v.metrics.at("perplexity") == inf);
+  CHECK(v.metrics.at("margin") == -inf);
+  REQUIRE(v.position_loss.size() == 2u);
+  CHECK(v.position_loss[0] == 1.5);
+  CHECK(std::isnan(v.position_loss[1]));
+
+  // A file that read fine stays readable after another evaluation is added and written.
+  back.variants.push_back(
+      EvalVariantResult{"again", "", {LengthResult{32, 8, {{"loss", 3.0}}, {}}}, {}});
+  f.write_results(back);
+  const RunResults twice = *f.results();
+  REQUIRE(twice.variants.size() == 2u);
+  CHECK(std::isnan(twice.variants[0].eval.at(0).metrics.at("loss")));
+  CHECK(twice.variants[1].eval.at(0).metrics.at("loss") == 3.0);
+}
+
+TEST_CASE("run record: a null metric (how older files stored NaN) reads as NaN, text is refused",
+          "[runs][record]") {
+  runstest::TempDir tmp;
+  const RunFolder f(tmp.str());
+  std::ofstream(tmp.path / "results.json")
+      << R"({"task": "text", "train": {"steps": 4, "final_loss": null},)"
+      << R"( "eval": {"32": {"examples": 8, "loss": null, "accuracy": 0.5}}})";
+  const RunResults r = *f.results();
+  CHECK(std::isnan(r.train->final_loss));
+  CHECK(std::isnan(r.eval.at(0).metrics.at("loss")));
+  CHECK(r.eval.at(0).metrics.at("accuracy") == 0.5);
+  std::ofstream(tmp.path / "results.json")
+      << R"({"task": "text", "eval": {"32": {"examples": 8, "loss": "NaNs"}}})";
+  CHECK_THROWS_WITH(f.results(),
+                    Catch::Contains("unreadable results.json") && Catch::Contains("got \"NaNs\""));
 }
