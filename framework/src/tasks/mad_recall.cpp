@@ -101,9 +101,7 @@ class InContextRecallTask : public SyntheticTask {
   }
 
   std::map<std::string, double> metrics(const ScoreSums& s) const override {
-    return {{"accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
-            {"sequence_accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
-            {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+    return token_metrics(s);
   }
   std::string primary_metric() const override { return "accuracy"; }
   std::map<std::string, double> chance_levels() const override {

@@ -53,6 +53,10 @@ Batch byte_examples(const std::vector<std::string>& texts,
 /// answer exact), `digit_accuracy` (per answer byte) and `loss` (mean over answer bytes, nats).
 std::map<std::string, double> retrieval_metrics(const ScoreSums& s);
 
+/// Metrics of a task scored per token: `accuracy` (scored tokens right), `sequence_accuracy` (rows
+/// whose every scored token is right) and `loss` (mean over scored tokens, nats).
+std::map<std::string, double> token_metrics(const ScoreSums& s);
+
 /// Chance levels of retrieval_metrics: a uniform guess of each decimal digit (1/10, loss ln 10);
 /// a whole key of 5 or more digits is guessed with probability <= 1e-5, i.e. 0.
 std::map<std::string, double> retrieval_chance();

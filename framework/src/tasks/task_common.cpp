@@ -108,6 +108,12 @@ torch::Tensor bytes_tensor(const std::string& text) {
   return t;
 }
 
+std::map<std::string, double> token_metrics(const ScoreSums& s) {
+  return {{"accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
+          {"sequence_accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
+          {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+}
+
 std::map<std::string, double> retrieval_metrics(const ScoreSums& s) {
   return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
           {"digit_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
