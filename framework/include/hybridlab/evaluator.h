@@ -19,7 +19,7 @@ struct LengthResult {
   std::vector<double> position_loss;  ///< text: mean loss per position bucket (64 buckets at most)
   /// Tasks with Task::position_accuracy_curve (word_problem): accuracy per position bucket of
   /// equal width (64 buckets at most; 0 for a bucket with no scored position).
-  std::vector<double> position_accuracy;
+  std::vector<double> position_accuracy = {};  // initialised: aggregate inits may omit it
   /// How the examples were scored: eval_scoring_name(EvalOptions::scoring).
   std::string scoring = "teacher_forced";
 };
