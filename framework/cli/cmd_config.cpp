@@ -24,6 +24,9 @@ void add_config_command(CLI::App& app) {
   show->add_option("overrides", args->overrides, "Dotted overrides, e.g. model.d_model=512");
   show->callback([args] {
     Config cfg = load_experiment_config(args->file, args->overrides);
+    // Every variant, corpus and init_from source as `run` checks them, in a forked child first:
+    // a plugin that crashes while building cannot take this command down.
+    check_experiment(cfg, args->file);
     validate_experiment_config(cfg);
     std::cout << cfg.resolved_yaml();
   });

@@ -135,6 +135,9 @@ void add_model_command(CLI::App& app) {
       ->check(integer_in(1, int64_t{1} << 40));
   summary->callback([args] {
     Config cfg = load_experiment_config(args->file, args->overrides);
+    // The whole experiment as `run` reads it (task, train, eval, sweep, corpus), not only the
+    // model: a summary of a file that cannot run would describe nothing.
+    check_experiment(cfg, args->file);
     follow_task_vocab(cfg);
     auto opts = read_model_options(cfg.section("model"));
     cfg.raise_errors();

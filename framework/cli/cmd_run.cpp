@@ -346,6 +346,7 @@ void add_sweep_command(CLI::App& app) {
     c->add_option("--shard", sweep_args->shard, "Only slice i of n, as `run --shard` would run it");
     c->callback([sweep_args, expand] {
       Config cfg = load_experiment_config(sweep_args->file, sweep_args->overrides);
+      check_experiment(cfg, sweep_args->file);  // refuses what `run` would refuse
       const Experiment exp = read_experiment(cfg);
       std::vector<Variant> vs = expand_sweep(exp.sweep);
       const size_t total = vs.size();

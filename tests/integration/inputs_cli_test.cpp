@@ -168,6 +168,35 @@ TEST_CASE("config show and model summary refuse the eval variants run would refu
   CHECK(cli("model summary " + q(file)).code == 0);
 }
 
+TEST_CASE("config show, sweep list and model summary refuse what run refuses, at its line",
+          "[integration][inputs]") {
+  Tmp tmp;
+  const fs::path file = tmp.path / "exp.yaml";
+  const std::string runs = " --runs-dir " + q(tmp.path / "runs");
+  const auto every_reader = [&](const std::string& message) {
+    refused("config show " + q(file), message);
+    refused("sweep list " + q(file) + runs, message);
+    refused("model summary " + q(file), message);
+    refused("run " + q(file) + runs, message);
+  };
+  // A sweep value whose variant cannot be built: 3 heads do not divide d_model 16.
+  write_experiment(file);
+  std::ofstream(file, std::ios::app) << "sweep:\n  grid:\n    model.attention.n_heads: [2, 3]\n";
+  every_reader("exp.yaml:12:5: model.attention.n_heads: n_heads (3) must divide");
+  // A key the task does not read, and a number given as a word.
+  write_experiment(file);
+  std::ofstream(file, std::ios::app) << "sweep:\n  grid:\n    task.bogus: [1]\n";
+  every_reader("task.bogus");
+  write_experiment(file);
+  refused("model summary " + q(file) + " train.lr=fast", "train.lr");
+  refused("model summary " + q(file) + " task.name=nosuch", "nosuch");
+  refused("config show " + q(file) + " task.name=nosuch", "nosuch");
+  CHECK_FALSE(fs::exists(tmp.path / "runs"));
+  // The same file without the bad value reads in every command.
+  CHECK(cli("sweep list " + q(file) + runs).code == 0);
+  CHECK(cli("model summary " + q(file)).code == 0);
+}
+
 TEST_CASE("generate and analyze: prompts and sizes are bounded, special files refused",
           "[integration][inputs]") {
   Tmp tmp;

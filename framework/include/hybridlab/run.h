@@ -62,6 +62,18 @@ struct SweepOutcome {
 /// its parent (PR_SET_PDEATHSIG). Throws UserError for bad input and an unknown `only`.
 SweepOutcome run_experiment(const RunRequest& req);
 
+/// The checks `run` makes of a file before it writes anything, for the commands that only read
+/// an experiment (`config show`, `sweep list|expand`, `model summary`), so that each refuses what
+/// `run` refuses, at the same file:line: the whole file read strictly, then every variant of the
+/// sweep built with its eval variants and its task prepared (a corpus opened) in the pre-flight
+/// child (run_experiment). What depends on this machine's state is left to `run`: models are
+/// built on the CPU whatever runtime.device says, and a train.init_from source need not exist
+/// yet (a two-stage experiment is read before its first stage runs). `experiment_file` locates
+/// relative paths. Writes nothing. Throws the first
+/// ConfigError / DataError / UserError, and PluginError ("run 'NAME': crashed while building its
+/// model: ...") when a variant's plugin code crashed in its supervised child.
+void check_experiment(const Config& cfg, const std::string& experiment_file);
+
 /// Throws ConfigError (naming file:line of train.batch_size and the run) unless `world_size`
 /// divides every variant's train.batch_size: a data-parallel job splits the global batch evenly.
 void check_batch_split(const Config& cfg, const std::vector<Variant>& variants,

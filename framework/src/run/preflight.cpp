@@ -2,6 +2,7 @@
 
 #include "run/preflight.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,13 +61,23 @@ void collect_schemes(const YAML::Node& n, std::set<std::string>& out) {
 // child (PluginCrashed) is that group's crash: "K g <bytes>\n<message>", then the next group.
 [[noreturn]] void check_in_child(int fd, const Config& cfg, const std::vector<Variant>& variants,
                                  const SweepOptions& sweep, const std::string& config_dir,
-                                 const std::vector<Group>& groups, size_t first) {
+                                 const std::vector<Group>& groups, size_t first,
+                                 bool on_this_machine) {
+  // Notes about this machine's BLAS and threads are for the commands that compute; a command
+  // that only reads the file prints its own output alone. Errors travel through `fd`.
+  if (!on_this_machine) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
+  }
   for (size_t g = first; g < groups.size(); ++g) {
     detail::write_all(fd, fmt::format("B {}\n", g));
     char kind = 0;
     std::string msg;
     try {
-      const Config vc = variant_config(cfg, variants[groups[g].members[0]], sweep);
+      Config vc = variant_config(cfg, variants[groups[g].members[0]], sweep);
+      // The file's checks without this machine's: a GPU experiment is read on a laptop too.
+      if (!on_this_machine && vc.lookup("runtime.device").IsDefined())
+        vc.set("runtime.device", YAML::Node("cpu"), vc.location("runtime.device"));
       BuiltRun b = build_run(vc, config_dir);
       // Eval variants are built too, and matched against the trained parameters, so that a
       // mistake in one is refused now rather than after training.
@@ -179,7 +190,8 @@ std::string signal_text(int sig) {
 std::map<std::string, std::string> preflight_variants(const Config& cfg,
                                                       const std::vector<Variant>& variants,
                                                       const SweepOptions& sweep,
-                                                      const std::string& config_dir) {
+                                                      const std::string& config_dir,
+                                                      bool on_this_machine) {
   std::map<std::string, std::string> crashed;
   const std::vector<Group> groups = distinct_builds(cfg, variants, sweep);
   size_t next = 0;
@@ -190,7 +202,7 @@ std::map<std::string, std::string> preflight_variants(const Config& cfg,
       // A crash must end this child: handlers inherited from the parent (a test framework's, a
       // library's) would otherwise catch it and let the child run on.
       for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
-      check_in_child(fds[1], cfg, variants, sweep, config_dir, groups, next);
+      check_in_child(fds[1], cfg, variants, sweep, config_dir, groups, next, on_this_machine);
     }
     const std::string report = read_to_end(fds[0]);
     int status = 0;

@@ -19,11 +19,13 @@ namespace hybridlab {
 /// child (plugin_host.h), or "...: killed by signal ... (positional schemes: ...)" when the build
 /// itself crashed; the check goes on with the next build. Throws the first build's ConfigError /
 /// PluginError / DataError / UserError, prefixed with "run '<name>': " when there are several
-/// variants.
+/// variants. With `on_this_machine` false every model is built on the CPU whatever its
+/// runtime.device says, so that a GPU experiment is checked on a machine without one.
 std::map<std::string, std::string> preflight_variants(const Config& cfg,
                                                       const std::vector<Variant>& variants,
                                                       const SweepOptions& sweep,
-                                                      const std::string& config_dir);
+                                                      const std::string& config_dir,
+                                                      bool on_this_machine = true);
 
 /// "killed by signal 11 (Segmentation fault)".
 std::string signal_text(int sig);

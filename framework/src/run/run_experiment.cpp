@@ -150,6 +150,21 @@ std::string check_data_parallel(const RunRequest& req, int64_t world_size) {
   return (fs::path(req.runs_dir) / exp.name).string();
 }
 
+void check_experiment(const Config& cfg, const std::string& experiment_file) {
+  const Experiment exp = read_experiment(cfg);
+  const std::vector<Variant> all = expand_sweep(exp.sweep);
+  const std::string config_dir =
+      fs::absolute(fs::path(experiment_file)).parent_path().lexically_normal().string();
+  const std::map<std::string, std::string> crashed =
+      preflight_variants(cfg, all, exp.sweep, config_dir, false);
+  // `run` records such a build as that run's failure and runs the others; a command that only
+  // reads the experiment has nothing else to do, so the first one is its error.
+  if (!crashed.empty()) {
+    const auto& [name, why] = *crashed.begin();
+    throw PluginError(all.size() == 1 ? why : fmt::format("run '{}': {}", name, why));
+  }
+}
+
 SweepOutcome run_experiment(const RunRequest& req) {
   SweepOutcome out;
   Config cfg = load_experiment_config(req.experiment_file, req.overrides);
