@@ -215,7 +215,8 @@ std::string spelling_hint(const YAML::Node& n, const std::string& expected) {
   double unused = 0;
   if (is_decimal_number(n.Scalar()) && !parse_number_text(n.Scalar(), unused) &&
       expected.find("number") != std::string::npos) {
-    return " (beyond the range of a double: 1e400 would read as infinity, 1e-400 as 0)";
+    return " (beyond the range of a double: 1e400 would read as infinity, 1e-400 as 0, 1e-320 "
+           "with 3 of its digits)";
   }
   return "";
 }
@@ -241,10 +242,17 @@ bool parse_integer_text(const std::string& text, int64_t& out) {
 bool parse_number_text(const std::string& text, double& out) {
   if (!is_decimal_number(text)) return false;
   // strtod sets ERANGE when the value overflows or underflows (to 0 or a subnormal, C11
-  // 7.22.1.3): either way the number read is not the number written.
+  // 7.22.1.3). Overflow and underflow to 0 lose the number written; a subnormal keeps it when
+  // it still holds 12 significant digits (1e-308 holds 15, 1e-320 about 3), judged against
+  // the wider long double read.
   errno = 0;
   const double v = std::strtod(text.c_str(), nullptr);
-  if (errno == ERANGE || !std::isfinite(v)) return false;
+  if (!std::isfinite(v)) return false;
+  if (errno == ERANGE) {
+    if (v == 0) return false;
+    const long double wide = std::strtold(text.c_str(), nullptr);
+    if (std::fabs(static_cast<long double>(v) - wide) > 1e-12L * std::fabs(wide)) return false;
+  }
   out = v;
   return true;
 }

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -27,17 +28,56 @@ namespace {
 // Stream id of the mixture's own draws ("mix" in ASCII), apart from every task's streams.
 constexpr uint64_t kMixtureStream = 0x6d6978;
 
+// Each setting's cumulative share of the steps, the last exactly 1. Weights are divided by the
+// largest first, so weights near a double's maximum do not sum to infinity (every share 0) and
+// the tiniest ones keep their share.
+std::vector<double> cumulative_shares(const std::vector<double>& weights) {
+  const double largest = *std::max_element(weights.begin(), weights.end());
+  double total = 0;
+  for (double w : weights) total += w / largest;
+  std::vector<double> out;
+  double cum = 0;
+  for (double w : weights) {
+    cum += w / largest;
+    out.push_back(cum / total);
+  }
+  out.back() = 1.0;
+  return out;
+}
+
+// The position in an in-order cycle of `cycle` steps as a share in (0, 1): the step's midpoint.
+double cycle_share(int64_t pos, int64_t cycle) {
+  return (static_cast<double>(pos) + 0.5) / static_cast<double>(cycle);
+}
+
+// How many of a cycle's positions fall below the cumulative share `c`, by the comparison
+// setting_at makes (the closed form ceil(c*cycle - 0.5), corrected where rounding differs).
+int64_t positions_below(double c, int64_t cycle) {
+  int64_t k = std::clamp<int64_t>(
+      static_cast<int64_t>(std::ceil(c * static_cast<double>(cycle) - 0.5)), 0, cycle);
+  while (k > 0 && !(cycle_share(k - 1, cycle) < c)) --k;
+  while (k < cycle && cycle_share(k, cycle) < c) ++k;
+  return k;
+}
+
+// The first setting an in-order cycle of `cycle` steps gives no step, or -1 when each has one.
+int64_t setting_without_steps(const std::vector<double>& cumulative, int64_t cycle) {
+  int64_t before = 0;
+  for (size_t i = 0; i < cumulative.size(); ++i) {
+    const int64_t upto = i + 1 == cumulative.size() ? cycle : positions_below(cumulative[i], cycle);
+    if (upto == before) return static_cast<int64_t>(i);
+    before = upto;
+  }
+  return -1;
+}
+
 class MixtureTask : public Task {
  public:
   MixtureTask(std::shared_ptr<Task> base, std::vector<MixtureSetting> settings, MixtureOptions opts)
       : base_(std::move(base)), settings_(std::move(settings)), opts_(opts) {
-    double total = 0;
-    for (const MixtureSetting& s : settings_) total += s.weight;
-    double cum = 0;
-    for (const MixtureSetting& s : settings_) {
-      cum += s.weight;
-      cumulative_.push_back(cum / total);
-    }
+    std::vector<double> weights;
+    for (const MixtureSetting& s : settings_) weights.push_back(s.weight);
+    cumulative_ = cumulative_shares(weights);
   }
 
   std::string name() const override { return base_->name(); }
@@ -93,8 +133,7 @@ class MixtureTask : public Task {
       const uint64_t h = derive_seed(seed, kMixtureStream, 0, static_cast<uint64_t>(step));
       u = static_cast<double>(h >> 11) * 0x1.0p-53;
     } else {
-      const int64_t pos = step % opts_.cycle_steps;
-      u = (static_cast<double>(pos) + 0.5) / static_cast<double>(opts_.cycle_steps);
+      u = cycle_share(step % opts_.cycle_steps, opts_.cycle_steps);
     }
     for (size_t i = 0; i < cumulative_.size(); ++i) {
       if (u < cumulative_[i]) return i;
@@ -120,6 +159,29 @@ bool settings_list_ok(Section& mix, const YAML::Node& list) {
               "num_kv_pairs: 8}]");
   }
   return ok;
+}
+
+// In order, a cycle too short for a setting's share would never train it: refused at
+// cycle_steps, naming the setting and the shortest cycle that gives every setting a step.
+void check_every_setting_steps(Section& mix, const std::vector<MixtureSetting>& settings,
+                               const MixtureOptions& opts) {
+  std::vector<double> weights;
+  for (const MixtureSetting& s : settings) weights.push_back(s.weight);
+  const std::vector<double> cumulative = cumulative_shares(weights);
+  const int64_t starved = setting_without_steps(cumulative, opts.cycle_steps);
+  if (starved < 0) return;
+  // The shortest cycle that serves every setting, searched up to a bound that keeps this quick.
+  constexpr int64_t kSearchUpTo = 1 << 20;
+  int64_t shortest = -1;
+  for (int64_t c = opts.cycle_steps + 1; c <= kSearchUpTo && shortest < 0; ++c) {
+    if (setting_without_steps(cumulative, c) < 0) shortest = c;
+  }
+  mix.error("cycle_steps",
+            fmt::format("{} steps per cycle give setting {} (weight {}) no step in order: "
+                        "in_order, so it would never be trained; {}",
+                        opts.cycle_steps, starved, settings[static_cast<size_t>(starved)].weight,
+                        shortest > 0 ? fmt::format("use cycle_steps >= {}", shortest)
+                                     : std::string("raise its weight or cycle_steps")));
 }
 
 }  // namespace
@@ -200,6 +262,7 @@ std::shared_ptr<Task> read_mixture(Section& task, const TaskType& type, const Ta
   YAML::Node resolved = task.config().resolved();
   resolved["task"]["mixture"]["settings"] = resolved_list;
   if (!base || settings.size() != list.size()) return nullptr;
+  if (opts.order == MixtureOrder::kInOrder) check_every_setting_steps(mix, settings, opts);
   return std::make_shared<MixtureTask>(base, std::move(settings), opts);
 }
 

@@ -110,6 +110,9 @@ TEST_CASE("strict: numbers are finite decimals; .inf and .nan are refused", "[co
   }
   CHECK(read_ok<double>("x: {v: 0.0e-400}", "v") == 0.0);
   CHECK(read_ok<double>("x: {v: 2.3e-308}", "v") == 2.3e-308);
+  // A subnormal that keeps a double's digits is the number written.
+  CHECK(read_ok<double>("x: {v: 1e-308}", "v") == 1e-308);
+  CHECK(read_ok<double>("x: {v: -3.5e-310}", "v") == -3.5e-310);
   CHECK_THAT(read_error<std::vector<double>>("x: {v: [0.9, .nan]}", "v"),
              Contains("list of finite numbers"));
 }

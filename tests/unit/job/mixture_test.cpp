@@ -106,6 +106,42 @@ TEST_CASE("mixture: in_order runs each setting's share of every cycle, in list o
   REQUIRE(got == std::vector<int64_t>{4, 4, 4, 4, 4, 4, 16, 16, 4, 4, 4, 4, 4, 4, 16, 16});
 }
 
+TEST_CASE("mixture: weights at a double's extremes keep their shares", "[tasks][mixture]") {
+  // Weights near a double's maximum sum to infinity: 1e308 : 1e308 is still half and half.
+  std::string huge = kMqar;
+  huge.replace(huge.find("weight: 3"), 9, "weight: 1.0e308");
+  huge.replace(huge.find("num_kv_pairs: 16}"), 17, "num_kv_pairs: 16, weight: 1.0e308}");
+  huge.replace(huge.find("ORDER"), 5, "in_order\n    cycle_steps: 4");
+  auto even = make(huge);
+  std::vector<int64_t> got;
+  for (int64_t step = 0; step < 4; ++step) got.push_back(pairs_of(even->train_batch(step, 1, 3)));
+  REQUIRE(got == std::vector<int64_t>{4, 4, 16, 16});
+  // A subnormal weight is a valid, tiny share: read, and the other setting takes every draw.
+  std::string tiny = kMqar;
+  tiny.replace(tiny.find("weight: 3"), 9, "weight: 1e-308");
+  tiny.replace(tiny.find("ORDER"), 5, "random");
+  auto t = make(tiny);
+  for (int64_t step = 0; step < 50; ++step) REQUIRE(pairs_of(t->train_batch(step, 1, 3)) == 16);
+}
+
+TEST_CASE("mixture: in_order refuses a cycle too short to give every setting a step",
+          "[tasks][mixture]") {
+  // Weights 3 : 1 need a cycle of at least 2 steps; (0.5)/C < 3/4 always, and the second
+  // setting gets position C-1 once (C-0.5)/C >= 3/4, i.e. C >= 2.
+  const std::string e = errors_of(with_order("in_order", "\n    cycle_steps: 1"));
+  CAPTURE(e);
+  REQUIRE(e.find("exp.yaml:9:5: task.mixture.cycle_steps: 1 steps per cycle give setting 1 "
+                 "(weight 1) no step in order: in_order, so it would never be trained; use "
+                 "cycle_steps >= 2") != std::string::npos);
+  REQUIRE(errors_of(with_order("in_order", "\n    cycle_steps: 2")).empty());
+  // 1 : 10 needs (0.5)/C < 1/11, so C >= 6.
+  std::string y = with_order("in_order", "\n    cycle_steps: 5");
+  y.replace(y.find("weight: 3"), 9, "weight: 0.1");
+  REQUIRE(errors_of(y).find("5 steps per cycle give setting 0 (weight 0.1) no step") !=
+          std::string::npos);
+  REQUIRE(errors_of(y).find("use cycle_steps >= 6") != std::string::npos);
+}
+
 TEST_CASE("mixture: bad settings are errors at their file:line:key", "[tasks][mixture]") {
   const std::string bad = R"(
 task:
