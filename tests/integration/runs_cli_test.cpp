@@ -118,11 +118,16 @@ TEST_CASE("runs cli: train skips a finished run and never overwrites it and eval
   REQUIRE(r.code == 0);
   REQUIRE(status_of(run)["state"] == "finished");
   const std::string results = slurp(run / "results.json");
+  // A temporary file of a writer that was killed before its rename (pid 2^22 + 1 is above any
+  // default pid_max, so never alive): removed by the next command that takes the run's lock.
+  const fs::path stale = run / "checkpoint" / "state.pt.tmp.4194305";
+  std::ofstream(stale) << "partial";
 
   const Result again = cli("train " + q(exp) + " --runs-dir " + q(runs));
   INFO(again.out);
   CHECK(again.code == 0);
   CHECK_THAT(again.out, Catch::Contains("main: finished before, skipped"));
+  CHECK_FALSE(fs::exists(stale));
   CHECK(status_of(run)["state"] == "finished");
   CHECK(slurp(run / "results.json") == results);
 
@@ -397,6 +402,20 @@ TEST_CASE("runs cli: a train.init_from that cannot start the run is refused befo
   refused((tmp.path / "nowhere").string(), "does not exist");
   refused(exp.string(), "is a file, not a run folder");
   refused(tmp.path.string(), "is not a run folder");
+  // A trained source whose checkpoint was cut short: refused here, and the advice is about the
+  // source (this run has nothing to delete).
+  const fs::path source_runs = tmp.path / "source_runs";
+  write_experiment(exp, "", "{steps: 2, batch_size: 4, warmup_steps: 0}");
+  REQUIRE(cli("run " + q(exp) + " --runs-dir " + q(source_runs) + " --quiet").code == 0);
+  const fs::path ckpt = source_runs / "tiny" / "main" / "checkpoint" / "state.pt";
+  REQUIRE(fs::exists(ckpt));
+  fs::resize_file(ckpt, fs::file_size(ckpt) / 2);
+  refused((source_runs / "tiny" / "main").string(), "holds an unreadable checkpoint");
+  write_experiment(exp, "",
+                   "{steps: 2, batch_size: 4, warmup_steps: 0, init_from: '" +
+                       (source_runs / "tiny" / "main").string() + "'}");
+  const Result r = cli("run " + q(exp) + " --runs-dir " + q(runs));
+  CHECK_THAT(r.out, Catch::Contains("train the source run again") && !Catch::Contains("delete it"));
 }
 
 }  // namespace runs_cli_test

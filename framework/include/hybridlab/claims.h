@@ -7,7 +7,8 @@
 //
 //   claim    := cell relation operand
 //   cell     := [variant] [metric] "at" length
-//   variant  := a run name without its seed part ("pattern-GGGA_scheme-rope"), one label value
+//   variant  := a run name without its seed part ("pattern-GGGA_scheme-rope"; with eval variants
+//               it names the run's own evaluation, eval: trained), one label value
 //               that picks a single variant ("GGGA"), or labels in braces "{pattern: GGGA,
 //               scheme: rope}"; may be left out when the experiment has one variant
 //   relation := "is better than" | "is worse than"            (in the metric's direction)
@@ -73,6 +74,10 @@ Claim parse_claim(const std::string& text);
 struct ClaimVariant {
   std::string name;
   std::vector<std::pair<std::string, std::string>> labels;
+  /// Another name the variant answers to: with eval variants, the row of a run's own
+  /// evaluation (eval: trained) is also named by the run's folder name without its seed part
+  /// ("layers-GA" for "layers-GA_eval-trained"); empty otherwise.
+  std::string run_name{};
 };
 
 /// What the claims of an experiment may refer to.

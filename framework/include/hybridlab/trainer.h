@@ -36,6 +36,20 @@ class TrainingDiverged : public UserError {
   ~TrainingDiverged() override;
 };
 
+/// Thrown when a checkpoint file cannot be read (truncated, damaged, not a checkpoint): what()
+/// names the file, the reason and how to restart the run that owns it; `path` and `reason` let
+/// a reader of another run's checkpoint (train.init_from) say what fits there.
+class CheckpointUnreadable : public UserError {
+ public:
+  CheckpointUnreadable(std::string path, std::string reason);
+  ~CheckpointUnreadable() override;
+  const std::string& path() const { return path_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string path_, reason_;
+};
+
 /// Installs SIGINT/SIGTERM handlers that set stop_requested(): training checkpoints at the next
 /// step and throws Interrupted. With `second_signal_exits`, a second signal exits at once (code
 /// 128 + signal: a second Ctrl-C at a terminal). A process started by another hybridlab process
@@ -92,8 +106,8 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                    ProcessGroup* group = nullptr);
 
 /// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent. Throws
-/// UserError ("checkpoint <path> is unreadable (...)") for a damaged or foreign file; train()
-/// does the same when it resumes. A checkpoint whose parameters are not the model's (a name
+/// CheckpointUnreadable ("checkpoint <path> is unreadable (...)") for a damaged or foreign file;
+/// train() does the same when it resumes. A checkpoint whose parameters are not the model's (a name
 /// missing, another shape: LibTorch's loader would replace the tensor silently) is a UserError
 /// naming the checkpoint, the parameter, both shapes and `model_origin` (what the model was built
 /// from; default run_dir/source.yaml), never a LibTorch error later in a forward.

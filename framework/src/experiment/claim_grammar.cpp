@@ -314,6 +314,9 @@ std::string resolve_variant(const CellRef& r, const ClaimCatalog& cat) {
       if (var.name == r.variant) return var.name;
     }
     for (const auto& var : cat.variants) {
+      if (!var.run_name.empty() && var.run_name == r.variant) return var.name;
+    }
+    for (const auto& var : cat.variants) {
       for (const auto& [lk, lv] : var.labels) {
         if (lv == r.variant) {
           hits.push_back(var.name);

@@ -234,7 +234,10 @@ SweepCatalog sweep_catalog(const Experiment& e, const TaskContext& ctx) {
       }
     }
     for (const auto& [name, labels] : rows) {
-      ClaimVariant cv{variant_name(name, labels, drop), {}};
+      ClaimVariant cv{variant_name(name, labels, drop), {}, ""};
+      // The first row is the run's own evaluation: its folder name names it too.
+      if (!evs.empty() && &name == &rows.front().first)
+        cv.run_name = variant_name(v.name, v.labels, drop);
       for (const auto& [k, val] : labels) {
         if (!drop.count(k)) cv.labels.emplace_back(k, val);
       }

@@ -52,6 +52,14 @@ std::string source_problem(const std::string& dir) {
   return "";
 }
 
+// The source's checkpoint is another run's: the advice is about that run, not this one.
+std::string unreadable(const CheckpointUnreadable& e) {
+  return fmt::format(
+      "holds an unreadable checkpoint {} ({}); train the source run again, or point "
+      "train.init_from at another run",
+      e.path(), e.reason());
+}
+
 }  // namespace
 
 std::string init_from_folder(const TrainOptions& train, const std::string& base_dir) {
@@ -83,6 +91,12 @@ void check_init_from(const Config& variant_cfg, const std::string& config_dir) {
 
   const auto [src_cfg, src_id] = folder_config(RunFolder(from));
   const BuiltRun there = build_run(src_cfg, src_id.config_dir);
+  // Read now, so that a damaged source is refused here, not as this run's failure later.
+  try {
+    load_model_checkpoint(*there.model, from);
+  } catch (const CheckpointUnreadable& e) {
+    throw refuse(unreadable(e));
+  }
   const Shapes want = parameter_shapes(*here.model);
   const Shapes have = parameter_shapes(*there.model);
   std::vector<std::string> missing, extra;
@@ -115,8 +129,13 @@ void init_weights_from(LanguageModel& model, const std::string& from, const RunF
   // model's origin, when it does not fit.
   const std::string origin =
       fmt::format("{} (train.init_from)", (fs::path(to.dir()) / "source.yaml").string());
-  if (load_model_checkpoint(model, from, origin) < 0)
-    throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
+  int64_t step = -1;
+  try {
+    step = load_model_checkpoint(model, from, origin);
+  } catch (const CheckpointUnreadable& e) {
+    throw UserError(fmt::format("train.init_from: '{}' {}", from, unreadable(e)));
+  }
+  if (step < 0) throw UserError(fmt::format("train.init_from: '{}' holds no checkpoint", from));
 }
 
 }  // namespace hybridlab

@@ -20,6 +20,7 @@
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 #include "run/preflight.h"
+#include "util/atomic_file.h"
 #include "util/console.h"
 
 namespace hybridlab {
@@ -29,6 +30,8 @@ using Clock = std::chrono::steady_clock;
 RunClaim claim_run(const RunJob& job, bool train_only) {
   RunClaim c;
   auto lock = std::make_unique<RunLock>(job.dir);
+  // Files of a writer killed between writing and renaming; the lock says none is writing now.
+  remove_stale_temporaries(job.dir);
   const RunFolder folder(job.dir);
   c.plan = prepare_run_folder(folder, job.source, job.id, train_only);
   if (c.plan.action == RunAction::kSkip || c.plan.action == RunAction::kRefuse) return c;

@@ -34,6 +34,13 @@ using json = nlohmann::json;
 
 Interrupted::~Interrupted() = default;
 TrainingDiverged::~TrainingDiverged() = default;
+CheckpointUnreadable::CheckpointUnreadable(std::string path, std::string reason)
+    : UserError(fmt::format(
+          "checkpoint {} is unreadable ({}); delete it (or the run folder) to restart the run",
+          path, reason)),
+      path_(std::move(path)),
+      reason_(std::move(reason)) {}
+CheckpointUnreadable::~CheckpointUnreadable() = default;
 
 std::atomic<bool>& stop_requested() {
   static std::atomic<bool> flag{false};
@@ -121,9 +128,7 @@ void read_checkpoint(const std::string& path, F&& read) {
   } catch (const c10::Error& e) {
     std::string reason = e.what_without_backtrace();
     reason = reason.substr(0, reason.find('\n'));
-    throw UserError(fmt::format(
-        "checkpoint {} is unreadable ({}); delete it (or the run folder) to restart the run", path,
-        reason));
+    throw CheckpointUnreadable(path, reason);
   }
 }
 

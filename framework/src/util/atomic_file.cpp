@@ -1,9 +1,11 @@
 #include "util/atomic_file.h"
 
 #include <sys/statvfs.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -62,6 +64,35 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     std::remove(tmp.c_str());
     throw UserError("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
   }
+}
+
+namespace {
+
+// The writer's pid when `name` is "<anything>.tmp.<pid>", else 0.
+pid_t temporary_writer(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return 0;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+}  // namespace
+
+int remove_stale_temporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const pid_t pid = temporary_writer(it->path().filename().string());
+    // kill(pid, 0) fails with ESRCH only when no such process exists.
+    if (pid <= 0 || !(::kill(pid, 0) != 0 && errno == ESRCH)) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

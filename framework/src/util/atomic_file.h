@@ -11,6 +11,12 @@ namespace hybridlab {
 /// temp file is removed.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+/// Removes the `<name>.tmp.<pid>` files write_file_atomic left in `dir` and its subfolders when
+/// a process was killed between writing and renaming, those of processes no longer alive only
+/// (a live writer's file is its own). Call it holding the folder's lock. Returns how many were
+/// removed; a folder that cannot be read is skipped. Never throws.
+int remove_stale_temporaries(const std::string& dir);
+
 /// "12.5 MiB free on the filesystem of '<folder of path>'" (statvfs, space for unprivileged users).
 std::string free_space_text(const std::string& path);
 

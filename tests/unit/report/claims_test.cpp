@@ -170,6 +170,24 @@ TEST_CASE("claims: unknown variants, metrics and lengths are named", "[report][c
   CHECK(e.second == "both sides name the same cell");
 }
 
+TEST_CASE("claims: with eval variants, a run's folder name names its own evaluation",
+          "[report][claims]") {
+  ClaimCatalog c;
+  c.variants = {{"layers-GA_eval-trained", {{"layers", "GA"}, {"eval", "trained"}}, "layers-GA"},
+                {"layers-GA_eval-short", {{"layers", "GA"}, {"eval", "short"}}},
+                {"layers-AA_eval-trained", {{"layers", "AA"}, {"eval", "trained"}}, "layers-AA"},
+                {"layers-AA_eval-short", {{"layers", "AA"}, {"eval", "short"}}}};
+  c.metrics = {"accuracy"};
+  c.lengths = {32};
+  Claim claim = parse_claim("layers-GA accuracy at 32 is better than layers-AA");
+  resolve_claim(claim, c);
+  CHECK(claim.lhs.variant == "layers-GA_eval-trained");
+  CHECK(claim.rhs.variant == "layers-AA_eval-trained");
+  // A label value still names every row it is in: two here.
+  Claim ambiguous = parse_claim("GA accuracy at 32 >= 0.5");
+  CHECK_THROWS_WITH(resolve_claim(ambiguous, c), Catch::Contains("'GA' names 2 variants"));
+}
+
 TEST_CASE("claims: a single-variant experiment needs no variant", "[report][claims]") {
   ClaimCatalog one;
   one.variants = {{"main", {}}};

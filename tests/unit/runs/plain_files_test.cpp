@@ -3,6 +3,8 @@
 // folder, and no read blocks on a pipe.
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -79,6 +81,36 @@ TEST_CASE("plain files: a linked source.yaml or a piped results.json is named, n
   fs::remove(status);
   fs::create_directory(status);
   CHECK_THROWS_WITH(f.status(), Catch::Contains("status.json' is a folder"));
+}
+
+}  // namespace plain_files_test
+
+namespace plain_files_test {
+
+TEST_CASE("remove_stale_temporaries: files of dead writers go, a live writer's stay",
+          "[runs][atomic]") {
+  const fs::path dir = fs::temp_directory_path() / ("hl_stale_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "checkpoint");
+  // A pid that no longer runs: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(dead, &status, 0);
+  const std::string d = std::to_string(dead), me = std::to_string(::getpid());
+  for (const fs::path& p :
+       {dir / ("results.json.tmp." + d), dir / "checkpoint" / ("state.pt.tmp." + d),
+        dir / ("status.json.tmp." + me), dir / "notes.tmp.x", dir / ("metrics.jsonl" + d)}) {
+    std::ofstream(p) << "x";
+  }
+  CHECK(remove_stale_temporaries(dir.string()) == 2);
+  CHECK_FALSE(fs::exists(dir / ("results.json.tmp." + d)));
+  CHECK_FALSE(fs::exists(dir / "checkpoint" / ("state.pt.tmp." + d)));
+  CHECK(fs::exists(dir / ("status.json.tmp." + me)));  // this process is alive
+  CHECK(fs::exists(dir / "notes.tmp.x"));
+  CHECK(fs::exists(dir / ("metrics.jsonl" + d)));
+  CHECK(remove_stale_temporaries((dir / "absent").string()) == 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace plain_files_test
