@@ -2,8 +2,9 @@
 # Sets hybridlab up on Debian 12: system packages, the Brown corpus, a Release build.
 # Idempotent: a second run only rebuilds what changed.
 #
-# usage: scripts/setup.sh [--no-data] [--build-dir DIR]
+# usage: scripts/setup.sh [--no-data] [--all] [--build-dir DIR]
 #   --no-data       skip fetching the Brown corpus (tests do not need it)
+#   --all           build the tests and benchmarks too (default: the CLI and its plugins)
 #   --build-dir D   build folder (default: build)
 # Environment: CI=true turns warnings into errors (-Werror) for project code.
 set -euo pipefail
@@ -11,11 +12,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_dir=build
 fetch_data=1
+build_target=hybridlab_app
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-data) fetch_data=0 ;;
+    --all) build_target=all ;;
     --build-dir) build_dir="$2"; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -91,5 +94,5 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPI
   -DHYBRIDLAB_WERROR="$werror" -DHYBRIDLAB_LAYER_LINK_CHECK="$layer_link_check" >/dev/null
 step "building (ninja; the first build takes a few minutes)"
 start=$(date +%s)
-cmake --build "$build_dir"
+cmake --build "$build_dir" --target "$build_target"
 echo "==> [setup] build done in $(( $(date +%s) - start )) s: ${build_dir}/bin/hybridlab"

@@ -3,6 +3,6 @@
 # usage: scripts/test.sh [ctest arguments, e.g. -R position]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/setup.sh --no-data
+scripts/setup.sh --no-data --all
 echo "==> [test] running the test suite"
 ctest --test-dir build --output-on-failure --timeout 600 -j2 "$@"

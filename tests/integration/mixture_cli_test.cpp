@@ -74,6 +74,10 @@ TEST_CASE("mixture cli: trained on a mixture, scored per setting, plotted and an
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("analysis: 3 analysed, 0 up to date, 0 failed"));
+  // The sweep as a whole after each run ends: two runs at once, so one still runs after the
+  // first ends, and the third waits.
+  CHECK_THAT(r.out, Catch::Contains("sweep: 1 ended, 1 running, 1 left; 0:"));
+  CHECK_THAT(r.out, Catch::Contains("sweep: 2 ended, 1 running, 0 left; 0:"));
   for (const char* hd : {"4", "8", "16"}) {
     const fs::path run = runs / "capacity" / (std::string("head_dim-") + hd);
     CHECK(fs::exists(run / "analysis" / "analysis.json"));

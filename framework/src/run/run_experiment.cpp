@@ -211,7 +211,10 @@ SweepOutcome run_experiment(const RunRequest& req) {
     RunJob j;
     j.name = v.name;
     j.dir = (exp_dir / v.name).string();
-    j.source = run_source_yaml(variant_config(cfg, v, exp.sweep));
+    const Config vc = variant_config(cfg, v, exp.sweep);
+    j.source = run_source_yaml(vc);
+    const YAML::Node steps = vc.lookup("train.steps");
+    j.steps = steps.IsDefined() && steps.IsScalar() ? steps.as<int64_t>() : exp.train.steps;
     j.id = RunIdentity{exp.name, v.name, v.labels, config_dir, v.tuned};
     const auto it = crashed.find(v.name);
     if (it != crashed.end()) j.crash = it->second;

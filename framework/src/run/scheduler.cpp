@@ -20,6 +20,7 @@
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 #include "run/preflight.h"
+#include "train/progress.h"
 #include "util/atomic_file.h"
 #include "util/console.h"
 
@@ -249,12 +250,60 @@ void child_ended(const RunJob& job, int status, double secs, const ScheduleOptio
   if (!o.quiet) say("{}: FAILED after {:.0f} s: {}\n", job.name, secs, error);
 }
 
+struct Child {
+  const RunJob* job;
+  Clock::time_point start;
+  int64_t first_step = 0;  // the step it resumed from
+};
+
+// The last step `dir`'s metrics.jsonl logged (0 when none).
+int64_t logged_step(const std::string& dir) {
+  const std::vector<MetricsRow> rows = read_metrics(RunFolder(dir).metrics_path());
+  return rows.empty() ? 0 : rows.back().step;
+}
+
+// The whole sweep at a glance, printed after each run ends: runs done, running and left, and
+// the time left at the pace of the training steps taken so far (each run's evaluation is paid
+// in that pace, as it was for the runs already done).
+class SweepProgress {
+ public:
+  explicit SweepProgress(const std::vector<RunJob>& jobs) : begin_(Clock::now()) {
+    for (const RunJob& j : jobs) total_ += std::max<int64_t>(1, j.steps);
+  }
+  // A run that did not train here (skipped, refused, busy): its steps leave the sweep's work.
+  void not_run(const RunJob& j) { total_ -= std::max<int64_t>(1, j.steps); }
+  // A run that started at `first_step`: the steps before it are not this sweep's work either.
+  void resumed(const RunJob& j, int64_t first_step) {
+    total_ -= std::min(first_step, std::max<int64_t>(1, j.steps) - 1);
+  }
+  void ended(const RunJob& j, int64_t first_step) {
+    done_ +=
+        std::max<int64_t>(1, j.steps) - std::min(first_step, std::max<int64_t>(1, j.steps) - 1);
+    ++ended_;
+  }
+  std::string line(const std::map<pid_t, Child>& running, size_t left) const {
+    int64_t done = done_;
+    for (const auto& [pid, c] : running)
+      done += std::max<int64_t>(0, logged_step(c.job->dir) - c.first_step);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - begin_).count();
+    std::string eta = "";
+    if (done > 0 && total_ > done) {
+      eta = fmt::format(", about {} left",
+                        format_duration(elapsed * static_cast<double>(total_ - done) /
+                                        static_cast<double>(done)));
+    }
+    return fmt::format("sweep: {} ended, {} running, {} left; {} elapsed{}\n", ended_,
+                       running.size(), left, format_duration(elapsed), eta);
+  }
+
+ private:
+  Clock::time_point begin_;
+  int64_t total_ = 0, done_ = 0, ended_ = 0;
+};
+
 void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Counter& n) {
-  struct Child {
-    const RunJob* job;
-    Clock::time_point start;
-  };
   std::map<pid_t, Child> running;
+  SweepProgress progress(jobs);
   size_t next = 0, started = 0;
   bool forwarded = false;
   const int64_t total = static_cast<int64_t>(jobs.size());
@@ -263,14 +312,19 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
            !stop_requested().load()) {
       const RunJob& job = jobs[next++];
       const auto lock = claim_counted(job, o, n);
-      if (!lock) continue;
+      if (!lock) {
+        progress.not_run(job);
+        continue;
+      }
       ++started;
       if (!o.quiet) {
         say("[{}/{}] {}{}\n", started, total, job.name,
             o.jobs > 1 ? fmt::format(" (log: {})", (fs::path(job.dir) / "log.txt").string()) : "");
       }
+      const int64_t first_step = logged_step(job.dir);
+      progress.resumed(job, first_step);
       const pid_t pid = start_child(job, *lock, o);
-      running[pid] = {&job, Clock::now()};
+      running[pid] = {&job, Clock::now(), first_step};
       // `lock` closes here: the lock now lives exactly as long as the child.
     }
     if (running.empty()) break;
@@ -289,7 +343,10 @@ void run_children(const std::vector<RunJob>& jobs, const ScheduleOptions& o, Cou
     if (it == running.end()) continue;
     child_ended(*it->second.job, status,
                 std::chrono::duration<double>(Clock::now() - it->second.start).count(), o, n);
+    progress.ended(*it->second.job, it->second.first_step);
     running.erase(it);
+    if (!o.quiet && (!running.empty() || next < jobs.size()))
+      say("{}", progress.line(running, jobs.size() - next));
   }
   n.out.interrupted += static_cast<int64_t>(jobs.size() - next);
 }

@@ -17,6 +17,7 @@ struct RunJob {
   std::string source;  ///< source.yaml text (run_source_yaml)
   RunIdentity id;
   std::string crash;  ///< its build crashed in the pre-flight check: record this, do not start
+  int64_t steps = 0;  ///< its train.steps, for the sweep's progress line (0: unknown)
 };
 
 struct ScheduleOptions {
