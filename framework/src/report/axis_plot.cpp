@@ -10,6 +10,8 @@
 #include <set>
 #include <tuple>
 
+#include "report/report_parts.h"
+
 namespace hybridlab::report {
 namespace {
 
@@ -85,10 +87,15 @@ plot::LinePlot axis_plot(const std::vector<const VariantCells*>& variants, const
   p.title = fmt::format("{}: {} {} vs {} (mean, 95% CI over seeds)", task, r.metric, at, r.x);
   p.xlabel = r.x;
   p.ylabel = r.metric;
+  // Without a `series` list, a line is named by the keys that tell the lines apart: a key
+  // every variant shares would only crowd the legend.
+  std::vector<const Labels*> rows;
+  for (const VariantCells* v : variants) rows.push_back(&v->labels);
+  const std::set<std::string> differing = differing_keys(rows);
   const auto in_title = [&](const std::string& k) {
     if (k == r.x) return false;
     if (!r.series.empty()) return std::find(r.series.begin(), r.series.end(), k) != r.series.end();
-    return !(r.x_from_eval && k == "eval");
+    return !(r.x_from_eval && k == "eval") && differing.count(k) > 0;
   };
   // Series by the chosen labels, in first-appearance order; points (x, mean, half-width).
   std::vector<std::string> order;

@@ -204,6 +204,36 @@ std::string row_label(const Labels& labels, const std::string& fallback) {
   return s.empty() ? fallback : s;
 }
 
+std::set<std::string> differing_keys(const std::vector<const Labels*>& rows) {
+  // A key differs when some row lacks it or gives it another value than the first row has.
+  std::map<std::string, std::string> first;
+  std::map<std::string, size_t> count;
+  std::set<std::string> out;
+  for (const Labels* row : rows) {
+    for (const auto& [k, v] : *row) {
+      ++count[k];
+      const auto [it, inserted] = first.emplace(k, v);
+      if (!inserted && it->second != v) out.insert(k);
+    }
+  }
+  for (const auto& [k, n] : count)
+    if (n != rows.size()) out.insert(k);
+  return out;
+}
+
+std::vector<std::string> legend_labels(const std::vector<const Labels*>& rows,
+                                       const std::vector<std::string>& fallbacks) {
+  std::vector<std::string> out;
+  const std::set<std::string> differing = differing_keys(rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Labels kept;
+    for (const auto& kv : *rows[i])
+      if (rows.size() == 1 || differing.count(kv.first)) kept.push_back(kv);
+    out.push_back(row_label(kept, fallbacks[i]));
+  }
+  return out;
+}
+
 MetricColumns metric_columns(const std::vector<RunData>& data) {
   MetricColumns columns;
   for (const auto& r : data) {

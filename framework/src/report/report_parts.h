@@ -48,6 +48,14 @@ std::string fmt_value(double v);
 std::string interval_text(const Interval& iv);
 /// A row's label inside one task's table: the varied values other than the task itself.
 std::string row_label(const Labels& labels, const std::string& fallback);
+/// The label keys whose values differ among `rows` (a key some rows lack differs).
+std::set<std::string> differing_keys(const std::vector<const Labels*>& rows);
+/// The legend entries of a plot with one line per row of `rows`: row_label naming only the keys
+/// whose values differ among the rows (a key some rows lack differs), so that what every line
+/// shares does not crowd the legend; a single line keeps its whole label. A line with no
+/// differing key is named by its `fallbacks` entry (same length as `rows`).
+std::vector<std::string> legend_labels(const std::vector<const Labels*>& rows,
+                                       const std::vector<std::string>& fallbacks);
 
 /// (metric, eval length) of every cell any row has.
 using MetricColumns = std::set<std::pair<std::string, int64_t>>;

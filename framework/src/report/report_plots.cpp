@@ -105,6 +105,14 @@ void mark_train_length(plot::LinePlot& p, const TaskView& view) {
   p.vline_label = "train length";
 }
 
+// The legend entries of one line per variant (legend_labels).
+std::vector<std::string> variant_legend(const std::vector<const VariantCells*>& variants) {
+  std::vector<const Labels*> rows;
+  std::vector<std::string> names;
+  for (const auto* v : variants) rows.push_back(&v->labels), names.push_back(v->variant);
+  return legend_labels(rows, names);
+}
+
 // The primary metric vs eval length, one line per variant with 95% error bars.
 plot::LinePlot length_plot(const TaskView& view) {
   plot::LinePlot p;
@@ -113,9 +121,11 @@ plot::LinePlot length_plot(const TaskView& view) {
   p.ylabel = view.metric;
   p.logx = true;
   mark_train_length(p, view);
-  for (const auto* v : view.variants) {
+  const std::vector<std::string> titles = variant_legend(view.variants);
+  for (size_t i = 0; i < view.variants.size(); ++i) {
+    const auto* v = view.variants[i];
     plot::Series s;
-    s.title = row_label(v->labels, v->variant);
+    s.title = titles[i];
     bool any_interval = false;
     for (int64_t L : view.lengths) {
       const Interval iv = v->cell(view.metric, L);
@@ -137,12 +147,20 @@ plot::LinePlot loss_plot(const TaskView& view) {
   p.title = fmt::format("{}: training loss", view.task);
   p.xlabel = "step";
   p.ylabel = "train loss (nats/token)";
+  std::vector<const Labels*> rows;
+  std::vector<std::string> names;
+  for (const auto* v : view.variants) {
+    for (const auto* r : v->runs) rows.push_back(&r->labels), names.push_back(r->name);
+  }
+  const std::vector<std::string> titles = legend_labels(rows, names);
+  size_t i = 0;
   for (const auto* v : view.variants) {
     for (const auto* r : v->runs) {
+      const std::string& title = titles[i++];
       auto [xs, ys] = smoothed(r->loss);
       if (xs.empty()) continue;
       plot::Series s;
-      s.title = row_label(r->labels, r->name);
+      s.title = title;
       s.x = xs;
       s.y = ys;
       p.series.push_back(s);
@@ -187,12 +205,14 @@ plot::LinePlot position_plot(const TaskView& view, const ReportInput& in,
   p.xlabel = "position (tokens)";
   p.ylabel = ylabel;
   mark_train_length(p, view);
-  for (const auto* v : view.variants) {
+  const std::vector<std::string> titles = variant_legend(view.variants);
+  for (size_t i = 0; i < view.variants.size(); ++i) {
+    const auto* v = view.variants[i];
     int runs_used = 0;
     const std::vector<double> vals = mean_curve(*v, in, longest, curve_of, runs_used);
     if (vals.empty()) continue;
     plot::Series s;
-    s.title = row_label(v->labels, v->variant);
+    s.title = titles[i];
     for (size_t b = 0; b < vals.size(); ++b) {
       s.x.push_back((static_cast<double>(b) + 0.5) * static_cast<double>(longest) /
                     static_cast<double>(vals.size()));

@@ -6,6 +6,7 @@
 
 #include "plot/gnuplot.h"
 #include "report/axis_plot.h"
+#include "report/report_parts.h"
 
 using namespace hybridlab::report;
 
@@ -50,11 +51,11 @@ TEST_CASE("axis plot: numeric swept keys, one series per other setting, sorted, 
   REQUIRE(p.ylabel == "accuracy");
   REQUIRE(p.logx);  // 32 / 4 = 8
   REQUIRE(p.series.size() == 2);
-  REQUIRE(p.series[0].title == "layers=GG, d=64");
+  REQUIRE(p.series[0].title == "layers=GG");  // d=64 is every line's: not in the legend
   REQUIRE(p.series[0].x == std::vector<double>{4, 8, 16});
   REQUIRE(p.series[0].y == std::vector<double>{0.99, 0.60, 0.20});
   REQUIRE(p.series[0].yerr == std::vector<double>{0.01, 0.10, 0.05});
-  REQUIRE(p.series[1].title == "layers=GA, d=64");
+  REQUIRE(p.series[1].title == "layers=GA");
   REQUIRE(p.series[1].x == std::vector<double>{4, 8, 32});
 
   // A narrow range stays linear; single-seed points carry no error bars; a missing cell or a
@@ -127,6 +128,23 @@ TEST_CASE("axis plot: eval settings and model quantities as x, chosen series and
   vs[0].cells[{"accuracy", 512}] = vs[0].cells.at({"accuracy", 256});
   const auto e = axis_plot(ptrs, {"task.num_kv_pairs", "accuracy", 0, {}, true});
   REQUIRE(e.series[0].x == std::vector<double>{4, 16});
+}
+
+TEST_CASE("plot legends name only the keys that differ among the lines", "[report][plots]") {
+  const Labels a = {{"layers", "GA"}, {"head_dim", "32"}, {"use_short_conv", "false"}},
+               b = {{"layers", "GG"}, {"head_dim", "32"}, {"use_short_conv", "false"}},
+               c = {{"layers", "GG"}, {"head_dim", "64"}};
+  CHECK(legend_labels({&a, &b}, {"x", "y"}) == std::vector<std::string>{"layers=GA", "layers=GG"});
+  // A key one line lacks tells the lines apart too.
+  CHECK(legend_labels({&a, &b, &c}, {"x", "y", "z"}) ==
+        std::vector<std::string>{"layers=GA head_dim=32 use_short_conv=false",
+                                 "layers=GG head_dim=32 use_short_conv=false",
+                                 "layers=GG head_dim=64"});
+  // Nothing differs: each line is named by its fallback; a single line keeps its whole label.
+  CHECK(legend_labels({&a, &a}, {"x", "y"}) == std::vector<std::string>{"x", "y"});
+  CHECK(legend_labels({&a}, {"x"}) ==
+        std::vector<std::string>{"layers=GA head_dim=32 use_short_conv=false"});
+  CHECK(differing_keys({&b, &c}) == std::set<std::string>{"head_dim", "use_short_conv"});
 }
 
 TEST_CASE("plots: a folder or title with quotes, backslashes and @ draws", "[report][plots]") {
