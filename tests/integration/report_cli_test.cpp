@@ -13,6 +13,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_support.h"
 
 namespace fs = std::filesystem;
@@ -98,6 +100,31 @@ TEST_CASE("report cli: two seeds give intervals, health, claims.csv and --check'
   const Result pass = cli("report '" + dir.string() + "' --check");
   INFO(pass.out);
   REQUIRE(pass.code == 0);
+
+  // report.best_of_seeds: the best seed of each variant beside the mean, retraining nothing.
+  write_experiment(exp,
+                   "  - scheme-nope accuracy at 32 is at most 100\n"
+                   "report: {best_of_seeds: true}\n");
+  REQUIRE(cli("run '" + exp.string() + "' --runs-dir '" + runs + "' --jobs 2 --quiet").code == 0);
+  REQUIRE(fs::last_write_time(dir / "scheme-nope_seed-0" / "results.json") == finished_at);
+  const std::string best_md = slurp(dir / "summary.md");
+  INFO(best_md);
+  const size_t table = best_md.find("### mqar: best seed of n (accuracy)");
+  REQUIRE(table != std::string::npos);
+  const size_t row = best_md.find("| scheme=nope | 2 | ", table);
+  REQUIRE(row != std::string::npos);
+  // The cell at 32 is the larger of the two seeds' accuracies, named by its seed.
+  double acc[2];
+  for (int seed : {0, 1}) {
+    const auto res = nlohmann::json::parse(
+        slurp(dir / ("scheme-nope_seed-" + std::to_string(seed)) / "results.json"));
+    acc[seed] = res["eval"]["32"]["accuracy"].get<double>();
+  }
+  const int best_seed = acc[1] > acc[0] ? 1 : 0;
+  const std::string cell = best_md.substr(row + 19, best_md.find('|', row + 19) - row - 19);
+  CHECK(std::stod(cell) == Approx(acc[best_seed]).margin(5e-5));
+  if (acc[0] != acc[1])
+    CHECK_THAT(cell, Catch::Contains("(seed " + std::to_string(best_seed) + ")"));
 }
 
 TEST_CASE("report cli: a claim naming an unknown variant is a config error at its column",

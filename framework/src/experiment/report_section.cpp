@@ -144,6 +144,7 @@ ReportRequests read_report_section(Section report, const PlotCatalog& cat) {
   }
   if (report.has("analysis")) read_analysis(report, cat, out);
   report.accept("analysis");
+  out.best_of_seeds = report.get<bool>("best_of_seeds", false);
   report.finish();
   // Entries are read as maps under "report.plots.<i>"; the resolved config shows the list.
   if (list.IsSequence()) {

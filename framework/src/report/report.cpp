@@ -24,7 +24,8 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
         fmt::format("'{}' is not a folder of runs (expected runs/<experiment>)", experiment_dir));
   }
   const report::ReportInput in = report::read_report_input(dir);
-  const std::vector<PlotRequest> requests = read_report_requests(dir.string()).plots;
+  const ReportRequests asked = read_report_requests(dir.string());
+  const std::vector<PlotRequest>& requests = asked.plots;
   if (in.runs.empty()) {
     throw UserError(
         fmt::format("'{}' holds no runs (no <run>/status.json); run `hybridlab run "
@@ -49,6 +50,7 @@ ReportFiles write_report(const std::string& experiment_dir, bool plots) {
   const bool draw = plots && plot::gnuplot_available();
   for (const report::TaskView& view : report::task_views(variants)) {
     md += report::task_table(view);
+    if (asked.best_of_seeds) md += report::best_seed_table(view);
     if (draw) report::task_plots(dir, view, requests, in, files);
   }
   md += report::tuning_section(variants);

@@ -109,6 +109,39 @@ std::string task_table(const TaskView& view) {
   return md;
 }
 
+std::string best_seed_table(const TaskView& view) {
+  bool several = false;
+  for (const auto* v : view.variants) several |= v->runs.size() >= 2;
+  if (!several) return "";
+  std::string md = fmt::format(
+      "\n### {}: best seed of n ({})\n\nThe best single run of each variant, for comparison "
+      "with sources that report the best of n runs; the table above gives the mean and the "
+      "claims judge it.\n\n| variant | n |",
+      view.task, view.metric);
+  for (int64_t L : view.lengths) md += fmt::format(" {} |", L);
+  md += "\n|---|---:|";
+  for (size_t i = 0; i < view.lengths.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto* v : view.variants) {
+    md += fmt::format("| {} | {} |", row_label(v->labels, v->variant), v->runs.size());
+    for (int64_t L : view.lengths) {
+      const RunData* best = nullptr;
+      for (const RunData* r : v->runs) {
+        const double x = r->value(view.metric, L);
+        if (!std::isfinite(x)) continue;
+        const double b = best ? best->value(view.metric, L) : 0;
+        if (!best || (view.higher_is_better ? x > b : x < b)) best = r;
+      }
+      const std::string seed = best ? best->label("seed") : "";
+      md += best ? fmt::format(" {}{} |", fmt_value(best->value(view.metric, L)),
+                               seed.empty() ? "" : " (seed " + seed + ")")
+                 : " - |";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 std::string tuning_section(const std::vector<VariantCells>& variants) {
   std::string tuning;
   for (const auto& v : variants) {

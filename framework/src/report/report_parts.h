@@ -86,6 +86,10 @@ std::string markdown_header(const std::filesystem::path& dir, const std::vector<
 /// One task's table: variant x eval length of the primary metric, best in bold, ≈ for the
 /// indistinguishable, tuned values, health.
 std::string task_table(const TaskView& view);
+/// With `report.best_of_seeds`: one task's table of the best single run of each variant per
+/// eval length (highest or lowest by the metric's direction, non-finite values skipped), each
+/// cell naming its seed; "" when no variant has two or more runs.
+std::string best_seed_table(const TaskView& view);
 /// Every tuned variant's validation score per candidate value ("" when nothing was tuned).
 std::string tuning_section(const std::vector<VariantCells>& variants);
 /// The claims of the experiment (report.yaml's expect:) judged on `variants`; writes claims.csv

@@ -486,6 +486,7 @@ void write_report_requests(const std::string& experiment_dir, const ReportReques
     em << YAML::Key << "tolerance" << YAML::Value << a.reach_tolerance;
     em << YAML::EndMap;
   }
+  if (r.best_of_seeds) em << YAML::Key << "best_of_seeds" << YAML::Value << true;
   em << YAML::EndMap;
   write_file_atomic(p.string(), std::string(em.c_str()) + "\n");
 }
@@ -513,6 +514,7 @@ ReportRequests read_report_requests(const std::string& experiment_dir) {
       r.analyze.reach_windows = a["windows"].as<std::vector<int64_t>>();
       r.analyze.reach_tolerance = a["tolerance"].as<double>();
     }
+    if (const YAML::Node b = n["best_of_seeds"]) r.best_of_seeds = b.as<bool>();
     return r;
   } catch (const std::exception& e) {
     throw UserError("unreadable report requests '" + p.string() + "': " + e.what());
