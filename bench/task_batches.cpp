@@ -35,7 +35,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void run(benchmark::State& state, const TaskShape& shape) {
   at::set_num_threads(1);
   const std::string yaml = "model: " + shape.model + "\ntask: " + shape.task +
-                           "\ntrain: {steps: 1}\neval: {lengths: [64]}\n"
+                           "\ntrain: {steps: 1}\n"
                            "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
   const Experiment exp = read_experiment(Config::parse(yaml, "bench.yaml"));
   auto host = make_plugin_host(exp.config);
@@ -93,7 +93,12 @@ void BM_AlgorithmicReverse(benchmark::State& s) {
 void BM_AlgorithmicAddition(benchmark::State& s) {
   run(s, {hybrid(15), "{name: algorithmic, op: addition, seq_len: 44}", 32});
 }
+// Byte level at 1024 bytes, 3 chains: the per-example text is built in C++ (the costliest kind).
+void BM_RulerVt(benchmark::State& s) {
+  run(s, {hybrid(256), "{name: ruler_vt, seq_len: 1024, num_chains: 3}", 16});
+}
 BENCHMARK(BM_FlipFlop)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RulerVt)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WordProblemParity)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WordProblemA5)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AlgorithmicReverse)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -8,7 +8,8 @@ std::vector<TaskType> register_builtin_tasks() {
           niah_task_type(),         text_task_type(),
           flip_flop_task_type(),    word_problem_task_type(),
           algorithmic_task_type(),  in_context_recall_task_type(),
-          noisy_recall_task_type(), memorization_task_type()};
+          noisy_recall_task_type(), memorization_task_type(),
+          ruler_vt_task_type()};
 }
 
 const Registry<TaskType>& task_registry() {

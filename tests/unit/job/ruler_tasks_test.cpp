@@ -1,0 +1,138 @@
+// RULER's tasks at byte level: each example re-derived from its own text (the assignments
+// followed to their values), the scored span, disjoint splits and the readers' refusals.
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "hybridlab/error.h"
+#include "hybridlab/task.h"
+
+using namespace hybridlab;
+
+namespace ruler_tasks_test {
+namespace {
+
+std::shared_ptr<Task> make(const std::string& yaml) {
+  Config cfg = Config::parse(yaml);
+  auto t = read_task(cfg.section("task"), {});
+  cfg.raise_errors();
+  return t;
+}
+
+std::string task_error(const std::string& yaml) {
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  read_task(cfg.section("task"), {});
+  try {
+    cfg.raise_errors();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string row_text(const torch::Tensor& row) {
+  std::string s;
+  for (int64_t i = 0; i < row.size(0); ++i) s += static_cast<char>(row[i].item<int64_t>());
+  return s;
+}
+
+// What one example says: each variable's value, found by following its assignments.
+struct Tracked {
+  std::map<std::string, int64_t> value;
+  std::vector<std::string> order;  // names in the order they are assigned
+  int64_t statements = 0;
+};
+
+Tracked follow(const std::string& text) {
+  Tracked t;
+  const std::regex statement("VAR ([A-Z]{5}) = (VAR ([A-Z]{5})|([0-9]{5}))\\. ");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), statement);
+       it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    REQUIRE(t.value.count(m[1]) == 0);  // every name is assigned once
+    if (m[4].matched) {
+      t.value[m[1]] = std::stoll(m[4]);
+    } else {
+      REQUIRE(t.value.count(m[3]) == 1);  // assigned from a name already seen
+      t.value[m[1]] = t.value[m[3]];
+    }
+    t.order.push_back(m[1]);
+    ++t.statements;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ruler_vt: the chain of the asked value, in order, is the scored answer",
+          "[job][tasks]") {
+  auto t = make("task: {name: ruler_vt, seq_len: 600, num_chains: 3, num_hops: 4}");
+  REQUIRE(t->vocab_size() == 256);
+  t->prepare({600, 1200});
+  const Batch b = t->train_batch(0, 12, 5);
+  for (int64_t r = 0; r < 12; ++r) {
+    const std::string s = row_text(b.tokens[r]);
+    INFO(s);
+    REQUIRE(s.size() == 600u);
+    const Tracked tr = follow(s);
+    REQUIRE(tr.statements == 15);  // 3 chains of a first assignment and 4 hops
+    std::set<int64_t> values;
+    for (const auto& [name, v] : tr.value) values.insert(v);
+    REQUIRE(values.size() == 3u);  // each chain its own value
+    const std::regex q(
+        "assigned the value ([0-9]{5}) in the text above.*, ([0-9]+) variables are "
+        "assigned the value ([0-9]{5}), they are: ");
+    std::smatch m;
+    REQUIRE(std::regex_search(s, m, q));
+    const int64_t asked = std::stoll(m[1]);
+    REQUIRE(std::stoll(m[3]) == asked);
+    REQUIRE(m[2] == "5");
+    std::string expected;
+    for (const auto& name : tr.order)
+      if (tr.value.at(name) == asked) expected += (expected.empty() ? "" : " ") + name;
+    REQUIRE(expected.size() == 29u);
+    REQUIRE(s.substr(m.position(0) + m.length(0)) == expected);
+    // Scored: exactly the answer's bytes, each predicted from the byte before it.
+    for (int64_t p = 0; p < 600; ++p) {
+      const int64_t tgt = b.targets[r][p].item<int64_t>();
+      if (p >= 600 - 29 - 1 && p < 599) {
+        REQUIRE(tgt == static_cast<unsigned char>(s[static_cast<size_t>(p + 1)]));
+      } else {
+        REQUIRE(tgt == kIgnoreIndex);
+      }
+    }
+  }
+  // Evaluation past the training length: the same task at twice the bytes, apart from training.
+  const Batch ev = t->eval_set(1200, 8, 5);
+  REQUIRE(ev.tokens.size(1) == 1200);
+  REQUIRE((split_bucket(ev.tokens) == 0).all().item<bool>());
+  REQUIRE((split_bucket(b.tokens) != 0).all().item<bool>());
+  REQUIRE(follow(row_text(ev.tokens[0])).statements == 15);
+  REQUIRE(torch::equal(t->train_batch(3, 4, 11).tokens, t->train_batch(3, 4, 11).tokens));
+  REQUIRE_FALSE(torch::equal(t->train_batch(3, 4, 11).tokens, t->train_batch(4, 4, 11).tokens));
+  // Metrics: the whole answer, and its bytes; a uniform letter guess is the chance level.
+  ScoreSums sums;
+  sums.examples = 4, sums.correct_examples = 1, sums.tokens = 116, sums.correct_tokens = 87;
+  const auto metrics = t->metrics(sums);
+  REQUIRE(metrics.at("accuracy") == 0.25);
+  REQUIRE(metrics.at("byte_accuracy") == 0.75);
+  REQUIRE(t->chance_levels().at("byte_accuracy") == Approx(1.0 / 26));
+}
+
+TEST_CASE("ruler_vt: bad settings are refused at their key", "[job][tasks]") {
+  CHECK_THAT(task_error("task: {name: ruler_vt, seq_len: 200}"),
+             Catch::Contains("exp.yaml:1") && Catch::Contains("task.seq_len: must be >= ") &&
+                 Catch::Contains("1 chain(s) of 4 hops and the question"));
+  CHECK_THAT(task_error("task: {name: ruler_vt, num_hops: 0}"),
+             Catch::Contains("task.num_hops: must be in [1, 64]"));
+  CHECK_THAT(task_error("task: {name: ruler_vt, num_chains: 0}"),
+             Catch::Contains("task.num_chains: must be in [1, 64]"));
+  CHECK_THAT(task_error("task: {name: ruler_vt, num_chain: 2}"),
+             Catch::Contains("did you mean 'num_chains'"));
+}
+
+}  // namespace ruler_tasks_test
