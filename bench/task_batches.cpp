@@ -97,7 +97,15 @@ void BM_AlgorithmicAddition(benchmark::State& s) {
 void BM_RulerVt(benchmark::State& s) {
   run(s, {hybrid(256), "{name: ruler_vt, seq_len: 1024, num_chains: 3}", 16});
 }
+void BM_RulerCwe(benchmark::State& s) {
+  run(s, {hybrid(256), "{name: ruler_cwe, seq_len: 1024}", 16});
+}
+void BM_RulerFwe(benchmark::State& s) {
+  run(s, {hybrid(256), "{name: ruler_fwe, seq_len: 1024}", 16});
+}
 BENCHMARK(BM_FlipFlop)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RulerCwe)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RulerFwe)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RulerVt)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WordProblemParity)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WordProblemA5)->Iterations(1)->Unit(benchmark::kMillisecond);

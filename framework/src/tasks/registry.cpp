@@ -9,7 +9,8 @@ std::vector<TaskType> register_builtin_tasks() {
           flip_flop_task_type(),    word_problem_task_type(),
           algorithmic_task_type(),  in_context_recall_task_type(),
           noisy_recall_task_type(), memorization_task_type(),
-          ruler_vt_task_type()};
+          ruler_vt_task_type(),     ruler_cwe_task_type(),
+          ruler_fwe_task_type()};
 }
 
 const Registry<TaskType>& task_registry() {

@@ -21,6 +21,8 @@ TaskType in_context_recall_task_type();
 TaskType noisy_recall_task_type();
 TaskType memorization_task_type();
 TaskType ruler_vt_task_type();
+TaskType ruler_cwe_task_type();
+TaskType ruler_fwe_task_type();
 
 /// Every built-in task. Adding a task: one file defining `<name>_task_type()` and one line here.
 std::vector<TaskType> register_builtin_tasks();

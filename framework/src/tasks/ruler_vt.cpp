@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "tasks/registry.h"
 #include "tasks/synthetic.h"
@@ -22,25 +21,6 @@ namespace hybridlab::tasks {
 namespace {
 
 constexpr int64_t kNameLetters = 5;
-
-// Uniform integers for one example from a block drawn in one call (a draw per letter cost more
-// than the training step's 5% budget at small widths); past the block, from the generator. The
-// modulo's bias is below 2^-26 for ranges up to 2^5 and below 2^-14 for 5-digit values.
-class Draws {
- public:
-  Draws(const int64_t* block, int64_t size, at::Generator& gen)
-      : p_(block), left_(size), gen_(gen) {}
-  int64_t next(int64_t lo, int64_t hi) {
-    if (left_ == 0) return uniform_int(gen_, lo, hi);
-    --left_;
-    return lo + *p_++ % (hi - lo + 1);
-  }
-
- private:
-  const int64_t* p_;
-  int64_t left_;
-  at::Generator& gen_;
-};
 
 struct VtOptions {
   int64_t seq_len = 512;
@@ -94,19 +74,16 @@ class RulerVtTask : public SyntheticTask {
     // Letters, values, the interleaving and the depths, with room for a few redraws.
     const int64_t statements = o_.num_chains * names_per_chain();
     const int64_t per_example = statements * (kNameLetters + 2) + o_.num_chains + 16;
-    const torch::Tensor block =
-        torch::randint(0, int64_t{1} << 31, {n, per_example}, gen, torch::kLong).contiguous();
+    const torch::Tensor block = BlockDraws::block(gen, n, per_example);
     for (int64_t i = 0; i < n; ++i) {
-      Draws d(block.data_ptr<int64_t>() + i * per_example, per_example, gen);
+      BlockDraws d(block.data_ptr<int64_t>() + i * per_example, per_example, gen);
       texts[i] = example(d, L, filler);
     }
     return byte_examples(texts, begin);
   }
 
   std::map<std::string, double> metrics(const ScoreSums& s) const override {
-    return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
-            {"byte_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
-            {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+    return answer_metrics(s);
   }
   std::string primary_metric() const override { return "accuracy"; }
   // A uniform guess of each name's letter: the spaces between names are part of the answer but
@@ -116,21 +93,10 @@ class RulerVtTask : public SyntheticTask {
   }
 
  private:
-  // `count` distinct names of 5 capitals.
-  static std::vector<std::string> distinct_names(Draws& d, int64_t count) {
-    std::set<std::string> seen;
-    std::vector<std::string> out;
-    while (static_cast<int64_t>(out.size()) < count) {
-      std::string name(kNameLetters, 'A');
-      for (char& c : name) c = static_cast<char>('A' + d.next(0, 25));
-      if (seen.insert(name).second) out.push_back(name);
-    }
-    return out;
-  }
-
-  std::string example(Draws& d, int64_t L, const std::string& filler) const {
+  std::string example(BlockDraws& d, int64_t L, const std::string& filler) const {
     const int64_t chains = o_.num_chains, per = names_per_chain();
-    const std::vector<std::string> names = distinct_names(d, chains * per);
+    const std::vector<std::string> names =
+        distinct_words(d, chains * per, kNameLetters, /*capitals=*/true);
     std::vector<int64_t> values;
     while (static_cast<int64_t>(values.size()) < chains) {
       const int64_t v = d.next(10000, 99998);

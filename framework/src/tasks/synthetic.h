@@ -53,6 +53,33 @@ Batch byte_examples(const std::vector<std::string>& texts,
 /// answer exact), `digit_accuracy` (per answer byte) and `loss` (mean over answer bytes, nats).
 std::map<std::string, double> retrieval_metrics(const ScoreSums& s);
 
+/// Uniform integers for one example from a block of `size` draws in [0, 2^31) made in one
+/// generator call (a call per draw costs more than a training step's 5% at small widths; the
+/// byte-level RULER tasks draw dozens per example); past the block, from `gen`. The modulo's
+/// bias is below range / 2^31.
+class BlockDraws {
+ public:
+  BlockDraws(const int64_t* block, int64_t size, at::Generator& gen)
+      : p_(block), left_(size), gen_(gen) {}
+  /// A uniform integer in [lo, hi].
+  int64_t next(int64_t lo, int64_t hi);
+  /// `n` blocks of `per_row` draws: row i starts at data_ptr() + i * per_row.
+  static torch::Tensor block(at::Generator& gen, int64_t n, int64_t per_row);
+
+ private:
+  const int64_t* p_;
+  int64_t left_;
+  at::Generator& gen_;
+};
+
+/// Metrics of a byte-level task scored on a text answer (the RULER tasks): `accuracy` (whole
+/// answer exact), `byte_accuracy` (per answer byte) and `loss` (mean over answer bytes, nats).
+std::map<std::string, double> answer_metrics(const ScoreSums& s);
+
+/// `count` distinct words of `letters` random lowercase letters (or capitals with `capitals`).
+std::vector<std::string> distinct_words(BlockDraws& d, int64_t count, int64_t letters,
+                                        bool capitals = false);
+
 /// Metrics of a task scored per token: `accuracy` (scored tokens right), `sequence_accuracy` (rows
 /// whose every scored token is right) and `loss` (mean over scored tokens, nats).
 std::map<std::string, double> token_metrics(const ScoreSums& s);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
@@ -101,6 +102,16 @@ int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
   return torch::randint(lo, hi + 1, {1}, gen, torch::kLong).item<int64_t>();
 }
 
+int64_t BlockDraws::next(int64_t lo, int64_t hi) {
+  if (left_ == 0) return uniform_int(gen_, lo, hi);
+  --left_;
+  return lo + *p_++ % (hi - lo + 1);
+}
+
+torch::Tensor BlockDraws::block(at::Generator& gen, int64_t n, int64_t per_row) {
+  return torch::randint(0, int64_t{1} << 31, {n, per_row}, gen, torch::kLong).contiguous();
+}
+
 torch::Tensor bytes_tensor(const std::string& text) {
   torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
   int64_t* p = t.data_ptr<int64_t>();
@@ -118,6 +129,24 @@ std::map<std::string, double> retrieval_metrics(const ScoreSums& s) {
   return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
           {"digit_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
           {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+}
+
+std::map<std::string, double> answer_metrics(const ScoreSums& s) {
+  return {{"accuracy", s.examples ? double(s.correct_examples) / s.examples : 0.0},
+          {"byte_accuracy", s.tokens ? double(s.correct_tokens) / s.tokens : 0.0},
+          {"loss", s.tokens ? s.loss_sum / s.tokens : 0.0}};
+}
+
+std::vector<std::string> distinct_words(BlockDraws& d, int64_t count, int64_t letters,
+                                        bool capitals) {
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  while (static_cast<int64_t>(out.size()) < count) {
+    std::string w(static_cast<size_t>(letters), 'a');
+    for (char& c : w) c = static_cast<char>((capitals ? 'A' : 'a') + d.next(0, 25));
+    if (seen.insert(w).second) out.push_back(w);
+  }
+  return out;
 }
 
 std::map<std::string, double> retrieval_chance() {

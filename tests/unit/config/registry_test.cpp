@@ -52,8 +52,12 @@ TEST_CASE("registry: mixer types by name and letter; tasks", "[registry]") {
                       Contains("two mixer types are named 'gated_deltanet'"));
   REQUIRE(m.types().size() == 2);
 
-  REQUIRE(tasks::task_registry().names() ==
-          std::vector<std::string>{"copy", "mqar", "niah", "passkey", "selective_copy", "text"});
-  REQUIRE(task_types().size() == 6);
-  REQUIRE(task_types()[1].name == "mqar");
+  const std::vector<std::string> all = {
+      "algorithmic",    "copy",      "flip_flop",   "in_context_recall",
+      "memorization",   "mqar",      "niah",        "noisy_recall",
+      "passkey",        "ruler_cwe", "ruler_fwe",   "ruler_vt",
+      "selective_copy", "text",      "word_problem"};
+  REQUIRE(tasks::task_registry().names() == all);
+  REQUIRE(task_types().size() == all.size());
+  for (size_t i = 0; i < all.size(); ++i) REQUIRE(task_types()[i].name == all[i]);  // by name
 }

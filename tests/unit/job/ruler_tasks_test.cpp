@@ -3,9 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "hybridlab/error.h"
@@ -133,6 +136,113 @@ TEST_CASE("ruler_vt: bad settings are refused at their key", "[job][tasks]") {
              Catch::Contains("task.num_chains: must be in [1, 64]"));
   CHECK_THAT(task_error("task: {name: ruler_vt, num_chain: 2}"),
              Catch::Contains("did you mean 'num_chains'"));
+}
+
+// Checks that row r of `b` scores exactly its last `answer` bytes, each from the byte before.
+void check_answer_scored(const Batch& b, int64_t r, size_t answer) {
+  const std::string s = row_text(b.tokens[r]);
+  const int64_t L = static_cast<int64_t>(s.size());
+  for (int64_t p = 0; p < L; ++p) {
+    const int64_t tgt = b.targets[r][p].item<int64_t>();
+    if (p >= L - static_cast<int64_t>(answer) - 1 && p < L - 1) {
+      REQUIRE(tgt == static_cast<unsigned char>(s[static_cast<size_t>(p + 1)]));
+    } else {
+      REQUIRE(tgt == kIgnoreIndex);
+    }
+  }
+}
+
+TEST_CASE("ruler_cwe: the words repeated most, in order of first appearance", "[job][tasks]") {
+  auto t = make("task: {name: ruler_cwe, seq_len: 900, num_common: 4, common_repeats: 5}");
+  t->prepare({900, 1800});
+  for (const int64_t L : {900, 1800}) {
+    const Batch b = L == 900 ? t->train_batch(0, 8, 3) : t->eval_set(L, 8, 3);
+    for (int64_t r = 0; r < 8; ++r) {
+      const std::string s = row_text(b.tokens[r]);
+      INFO(s);
+      REQUIRE(static_cast<int64_t>(s.size()) == L);
+      // The numbered list, re-read: items 1, 2, ... in order, and each word's count.
+      const std::regex item("([0-9]+)\\. ([a-z]{5}) ");
+      std::map<std::string, int64_t> count;
+      std::vector<std::string> seen;
+      int64_t expect_index = 1;
+      const size_t question = s.find("\nQuestion: What are the 4 most common words");
+      REQUIRE(question != std::string::npos);
+      const std::string list = s.substr(0, question);
+      for (auto it = std::sregex_iterator(list.begin(), list.end(), item);
+           it != std::sregex_iterator(); ++it) {
+        REQUIRE(std::stoll((*it)[1]) == expect_index++);
+        if (count[(*it)[2]]++ == 0) seen.push_back((*it)[2]);
+      }
+      std::string expected;
+      int64_t common = 0, uncommon = 0;
+      for (const auto& w : seen) {
+        REQUIRE((count[w] == 5 || count[w] == 1));
+        if (count[w] == 5) {
+          ++common;
+          expected += (expected.empty() ? "" : " ") + w;
+        } else {
+          ++uncommon;
+        }
+      }
+      REQUIRE(common == 4);
+      REQUIRE(uncommon >= 1);
+      if (L == 1800) REQUIRE(uncommon > 60);  // the uncommon set grows with the length
+      REQUIRE(s.substr(s.size() - expected.size()) == expected);
+      REQUIRE(s.substr(s.size() - expected.size() - 2, 2) == ": ");
+      check_answer_scored(b, r, expected.size());
+    }
+  }
+  CHECK_THAT(task_error("task: {name: ruler_cwe, seq_len: 300}"),
+             Catch::Contains("task.seq_len: must be >= ") &&
+                 Catch::Contains("10 common words 6 times each"));
+  CHECK_THAT(task_error("task: {name: ruler_cwe, common_repeats: 2, uncommon_repeats: 2}"),
+             Catch::Contains("task.common_repeats: must be in (2, 1000]"));
+}
+
+TEST_CASE("ruler_fwe: ranks 2 to 4 of a Zeta(2) text, most frequent first", "[job][tasks]") {
+  auto t = make("task: {name: ruler_fwe, seq_len: 1024}");
+  t->prepare({1024, 2048});
+  for (const int64_t L : {1024, 2048}) {
+    const Batch b = L == 1024 ? t->train_batch(0, 8, 3) : t->eval_set(L, 8, 3);
+    for (int64_t r = 0; r < 8; ++r) {
+      const std::string s = row_text(b.tokens[r]);
+      INFO(s);
+      REQUIRE(static_cast<int64_t>(s.size()) == L);
+      const size_t question = s.find("\nQuestion: Do not provide any explanation.");
+      REQUIRE(question != std::string::npos);
+      const size_t start = s.find("coded words.\n") + 13;
+      std::map<std::string, int64_t> count;
+      int64_t n = 0;
+      std::istringstream words(s.substr(start, question - start));
+      for (std::string w; words >> w; ++n) ++count[w];
+      // Zeta(2): the word of rank k appears floor(n / (k^2 zeta(2))) times; rank 1 is "...".
+      std::vector<std::pair<int64_t, std::string>> by_count;
+      for (const auto& [w, c] : count) by_count.emplace_back(c, w);
+      std::sort(by_count.rbegin(), by_count.rend());
+      REQUIRE(by_count[0].second == "...");
+      // Some whole N gives every count: rank k's count c bounds N to [c k² ζ, (c+1) k² ζ), and
+      // the next rank's count 0 to N < (K+1)² ζ.
+      const double zeta2 = 1.6449340668482264;
+      double lo = 0, hi = 1e18;
+      for (size_t k = 0; k < by_count.size(); ++k) {
+        const double k2 = double((k + 1) * (k + 1));
+        lo = std::max(lo, double(by_count[k].first) * k2 * zeta2);
+        hi = std::min(hi, double(by_count[k].first + 1) * k2 * zeta2);
+      }
+      const double next = double((by_count.size() + 1) * (by_count.size() + 1));
+      hi = std::min(hi, next * zeta2);
+      REQUIRE(std::ceil(lo) < hi);
+      REQUIRE(n <= std::ceil(lo));  // the floors drop a little of N
+      REQUIRE(by_count[3].first > by_count[4].first);  // ranks 2-4 are well defined
+      const std::string expected =
+          by_count[1].second + " " + by_count[2].second + " " + by_count[3].second;
+      REQUIRE(s.substr(s.size() - expected.size()) == expected);
+      check_answer_scored(b, r, expected.size());
+    }
+  }
+  CHECK_THAT(task_error("task: {name: ruler_fwe, seq_len: 300}"),
+             Catch::Contains("task.seq_len: length 300 is too short"));
 }
 
 }  // namespace ruler_tasks_test

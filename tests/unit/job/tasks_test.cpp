@@ -395,8 +395,8 @@ TEST_CASE("unknown task name lists the valid ones with a suggestion", "[job][tas
   REQUIRE(m.find("exp.yaml:1") != std::string::npos);
   REQUIRE(m.find("did you mean 'mqar'") != std::string::npos);
   REQUIRE(m.find("algorithmic, copy, flip_flop, in_context_recall, memorization, mqar, niah, "
-                 "noisy_recall, passkey, ruler_vt, selective_copy, text, word_problem") !=
-          std::string::npos);
+                 "noisy_recall, passkey, ruler_cwe, ruler_fwe, ruler_vt, selective_copy, text, "
+                 "word_problem") != std::string::npos);
 }
 
 TEST_CASE("an empty task name is an error at its line, not a missing task", "[job][tasks]") {
@@ -406,8 +406,8 @@ TEST_CASE("an empty task name is an error at its line, not a missing task", "[jo
   REQUIRE(m.find("task.name") != std::string::npos);
   REQUIRE(m.find("empty") != std::string::npos);
   REQUIRE(m.find("algorithmic, copy, flip_flop, in_context_recall, memorization, mqar, niah, "
-                 "noisy_recall, passkey, ruler_vt, selective_copy, text, word_problem") !=
-          std::string::npos);
+                 "noisy_recall, passkey, ruler_cwe, ruler_fwe, ruler_vt, selective_copy, text, "
+                 "word_problem") != std::string::npos);
 }
 
 TEST_CASE("score_batch: cross-entropy and accuracies against a hand computation", "[job][tasks]") {
