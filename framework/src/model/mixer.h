@@ -91,6 +91,8 @@ struct PluginMixerLookup {
   const MixerType* type = nullptr;  ///< nullptr when no usable mixer plugin has the letter/name
   std::string names;                ///< "D (deltanet, plugin), ..." for messages ("" if none)
   std::string note;  ///< what is amiss among the plugins (a clash, a crash), "" when nothing is
+  /// When no usable plugin has the key but a set-aside library does: which and why ("" if none).
+  std::string set_aside;
 };
 
 /// The mixer type that a mixer plugin on `cfg`'s plugin search path (plugins.paths,

@@ -116,9 +116,9 @@ PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& key) {
   for (const SetAsidePlugin& a : it->second.set_aside) {
     if (out.type || !(a.name == key || (key.size() == 1 && a.letter != 0 && key[0] == a.letter)))
       continue;
-    out.note = fmt::format("mixer plugin '{}'{} is set aside: {}{}", a.file,
-                           a.letter ? fmt::format(" (letter {})", a.letter) : std::string(),
-                           a.reason, out.note.empty() ? "" : "; " + out.note);
+    out.set_aside =
+        fmt::format("mixer plugin '{}'{} is set aside: {}", a.file,
+                    a.letter ? fmt::format(" (letter {})", a.letter) : std::string(), a.reason);
     break;
   }
   return out;
