@@ -132,6 +132,13 @@ TEST_CASE("plugin faults: a plugin crash in eval and generate is named, results.
   CHECK(gen.code == 1);
   CHECK_THAT(gen.out, Contains("hybridlab generate: killed by signal 11") &&
                           Contains("layer 0 (mixer 'misbehaving_mixer'"));
+
+  const auto analyze = cli("analyze " + q(run) + " --quiet", 300);
+  INFO(analyze.out);
+  CHECK(analyze.code == 1);
+  CHECK_THAT(analyze.out, Contains("hybridlab analyze: killed by signal 11") &&
+                              Contains("layer 0 (mixer 'misbehaving_mixer'"));
+  CHECK(slurp(run / "results.json") == before);
 }
 
 TEST_CASE("plugin faults: a bad shape or a LibTorch error mid-training names the layer",
@@ -169,6 +176,28 @@ TEST_CASE("plugin faults: a NaN from a plugin layer is named, not called diverge
   INFO(error);
   CHECK(st.value("state", "") == "failed");
   CHECK_THAT(error, Contains("layer 1 (mixer 'misbehaving_mixer', plugin '") &&
+                        Contains("non-finite values from finite inputs"));
+  CHECK_THAT(error, !Contains("lower train.lr"));
+}
+
+TEST_CASE("plugin faults: a NaN from a positional hook names the attention layer and the scheme",
+          "[cli][plugins][faults]") {
+  clitest::TempDir tmp("hooknan");
+  const fs::path yaml = tmp.path / "e.yaml", runs = tmp.path / "runs";
+  clitest::write_tiny_experiment(yaml, "faults", "{steps: 4, batch_size: 4, warmup_steps: 1}",
+                                 "{lengths: [32], examples: 8}");
+  std::string text = slurp(yaml);
+  const std::string from = "attention: {n_heads: 2}";
+  text.replace(text.find(from), from.size(),
+               "attention: {n_heads: 2, position: {scheme: '" + kFixtures +
+                   "misbehaving/misbehaving.so', action: nan, at_call: 3}}");
+  std::ofstream(yaml) << text;
+  const auto r = cli("run " + q(yaml) + " --runs-dir " + q(runs) + " --quiet --no-report", 300);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  const std::string error = json_of(runs / "faults" / "main" / "status.json").value("error", "");
+  INFO(error);
+  CHECK_THAT(error, Contains("layer 1 (mixer 'attention', positional scheme 'misbehaving')") &&
                         Contains("non-finite values from finite inputs"));
   CHECK_THAT(error, !Contains("lower train.lr"));
 }
