@@ -98,10 +98,12 @@ class PluginHost {
   /// Builds the mixer `name_or_path` (a mixer plugin's name, or its .so path) with `params` (its
   /// `model.<name>` section, a layer's overrides applied) and `ctx`. Each distinct (plugin,
   /// settings, context) is built first in a supervised child and run once at [1, 8, d_model]
-  /// (output shape, dtype and finiteness checked). Throws PluginError naming the available mixer
-  /// plugins when the name is unknown or names a positional scheme, when the factory throws (its
-  /// message included) or the forward fails; PluginCrashed when its code crashed, hung or threw
-  /// something foreign in the child; ConfigError for bad or unknown params.
+  /// (output shape, dtype and finiteness checked; MixerInfo figures and document_boundaries() in
+  /// range). Throws PluginError naming the available mixer plugins when the name is unknown or
+  /// names a positional scheme (naming the set-aside library and why, when one has the name),
+  /// when the factory throws (its message included) or the forward fails; PluginCrashed when its
+  /// code crashed, hung or threw something foreign in the child; ConfigError for bad or unknown
+  /// params.
   std::shared_ptr<Mixer> create_mixer(const std::string& name_or_path, Section& params,
                                       const MixerContext& ctx);
 
