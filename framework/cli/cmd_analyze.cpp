@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "hybridlab/analysis.h"
 #include "hybridlab/error.h"
+#include "util/fault_context.h"
 
 namespace hybridlab::cli {
 
@@ -98,7 +99,10 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-heads", args->no_heads, "Skip the per-head statistics");
   cmd->add_flag("--no-plots", args->no_plots, "Write the tables only (no gnuplot)");
-  cmd->callback([args] { run_analyze(*args); });
+  cmd->callback([args] {
+    install_fatal_signal_report("analyze");  // a plugin's crash is named (util/fault_context.h)
+    run_analyze(*args);
+  });
 }
 
 }  // namespace hybridlab::cli

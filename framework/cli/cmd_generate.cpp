@@ -16,6 +16,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/generate.h"
 #include "run/build.h"
+#include "util/fault_context.h"
 
 namespace hybridlab::cli {
 namespace {
@@ -171,6 +172,7 @@ void add_generate_command(CLI::App& app) {
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   c->callback([a, prompt] {
+    install_fatal_signal_report("generate");  // a plugin's crash is named (util/fault_context.h)
     a->has_prompt = prompt->count() > 0;
     run_generate(*a);
   });

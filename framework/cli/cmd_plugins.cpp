@@ -66,6 +66,9 @@ void add_plugins_command(CLI::App& app) {
       }
     }
     for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";
+    // Refused records: set aside so that the other plugins work; named here and where used.
+    for (const auto& a : host.set_aside_plugins())
+      std::cout << "skipped: " << a.file << " (set aside: " << a.reason << ")\n";
     for (const auto& c : host.broken_plugins()) std::cout << "crashed: " << c << "\n";
   });
 }

@@ -19,6 +19,7 @@
 #include "hybridlab/run.h"
 #include "hybridlab/sweep.h"
 #include "hybridlab/trainer.h"
+#include "util/fault_context.h"
 
 namespace hybridlab::cli {
 namespace {
@@ -268,6 +269,9 @@ void add_eval_command(CLI::App& app) {
       "(docs/experiments.md). "
       "The run's own results are left as they are; the variant is stored beside them");
   eval->callback([eval_args] {
+    // A crash in plugin code after its probe ends with a line naming the layer, not a bare signal;
+    // results.json is written atomically, so the one before stays.
+    install_fatal_signal_report("eval");
     std::vector<EvalVariant> variants;
     for (const auto& text : eval_args->variants) {
       variants.push_back(parse_eval_variant(text));

@@ -103,6 +103,22 @@ class LanguageModel : public torch::nn::Module {
   virtual ModelSummary summary(int64_t length) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t d_model() const = 0;
+
+  /// The first part of the model whose output is non-finite although its input is finite.
+  struct NonFiniteLayer {
+    std::string label;         ///< "layer 2 (mixer 'q', plugin '/p/q.so')"; "" when none
+    bool from_plugin = false;  ///< the part runs plugin code (a mixer or a positional hook)
+  };
+  /// Runs forward (forward_packed when `document_starts` is defined) on tokens [B,T] without
+  /// gradients, checking each part's output, and names the first that turned finite values into
+  /// non-finite ones: what made a non-finite loss, when it was not the weights as a whole. The
+  /// default (a model without parts to name) finds none. Throws what forward throws.
+  virtual NonFiniteLayer first_non_finite_layer(const torch::Tensor& tokens,
+                                                const torch::Tensor& document_starts) {
+    (void)tokens;
+    (void)document_starts;
+    return {};
+  }
 };
 
 /// Reads and validates `model:` (records problems in the config; see Config::raise_errors). Keys:

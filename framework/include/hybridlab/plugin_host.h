@@ -32,6 +32,19 @@ struct PluginRecord {
   int api_version = 0;  ///< the plugin API it was built against (its record's api_version)
 };
 
+/// A plugin library that discover() found on the search path but set aside, because its record is
+/// refused: built for another plugin API (or LibTorch, or C++ ABI), a null, empty or
+/// non-identifier name, a pattern letter that is not an ASCII letter, or a name that a library
+/// earlier on the search path already has. The others are used as if it were not there; a
+/// configuration that names it (its scheme name, its mixer name or letter) is told this.
+struct SetAsidePlugin {
+  std::string file;    ///< absolute path of the .so
+  std::string reason;  ///< why it is refused (a PluginError message naming the file)
+  std::string name;    ///< the name its record gives, "" when it has no readable one
+  PluginKind kind = kPluginKindPosition;  ///< the kind of record it exports
+  char letter = 0;                        ///< a mixer's pattern letter, when readable (else 0)
+};
+
 /// "position" or "mixer".
 std::string plugin_kind_name(PluginKind kind);
 
@@ -50,9 +63,9 @@ class PluginHost {
   /// Scans every folder in the search path for plugins and loads them, each library's code run
   /// first in a supervised child (its load, its record, a scheme with default settings) under
   /// HYBRIDLAB_PLUGIN_TIMEOUT seconds (default 60). Files without the hybridlab plugin symbol are
-  /// skipped; plugins whose code crashed or hung there are set aside (broken_plugins()). Throws
-  /// PluginError for an unreadable folder, a plugin whose ABI does not match (both versions
-  /// named) or whose record is broken, or two plugins with one name (both paths). Idempotent.
+  /// skipped; plugins whose code crashed or hung there are set aside (broken_plugins()), and so
+  /// are plugins whose record is refused (set_aside_plugins()): another ABI, a broken record, a
+  /// name another plugin has. Throws PluginError for an unreadable folder. Idempotent.
   void discover();
 
   /// The plugins found by discover(), sorted by name, each with the hooks of a scheme built with
@@ -65,11 +78,16 @@ class PluginHost {
   /// fault) while STAGE". Commands that do not need them go on without them.
   std::vector<std::string> broken_plugins();
 
+  /// The plugins discover() set aside because their records are refused (SetAsidePlugin), in
+  /// search order.
+  std::vector<SetAsidePlugin> set_aside_plugins();
+
   /// Builds the scheme `name_or_path` with `params` (its YAML keys besides `scheme`) and `ctx`.
   /// Each distinct (plugin, settings, context) is built first in a supervised child, where each
   /// hook the scheme declares is called once at a small shape and its output checked. Throws
-  /// PluginError naming the available schemes when the name is unknown, for a file that is not a
-  /// hybridlab plugin (at the scheme's file:line), when the factory throws (its message
+  /// PluginError naming the available schemes when the name is unknown (naming the set-aside
+  /// library and why, when one has the name, or when two libraries have it), for a file that is not
+  /// a hybridlab plugin (at the scheme's file:line), when the factory throws (its message
   /// included), or for a hook that fails or returns the wrong shape, dtype or device (the hook,
   /// expected and got); PluginCrashed when the plugin's code crashed, hung or threw something
   /// that is not a std::exception in the child (its file, what it was doing, the signal or the
@@ -80,10 +98,12 @@ class PluginHost {
   /// Builds the mixer `name_or_path` (a mixer plugin's name, or its .so path) with `params` (its
   /// `model.<name>` section, a layer's overrides applied) and `ctx`. Each distinct (plugin,
   /// settings, context) is built first in a supervised child and run once at [1, 8, d_model]
-  /// (output shape, dtype and finiteness checked). Throws PluginError naming the available mixer
-  /// plugins when the name is unknown or names a positional scheme, when the factory throws (its
-  /// message included) or the forward fails; PluginCrashed when its code crashed, hung or threw
-  /// something foreign in the child; ConfigError for bad or unknown params.
+  /// (output shape, dtype and finiteness checked; MixerInfo figures and document_boundaries() in
+  /// range). Throws PluginError naming the available mixer plugins when the name is unknown or
+  /// names a positional scheme (naming the set-aside library and why, when one has the name),
+  /// when the factory throws (its message included) or the forward fails; PluginCrashed when its
+  /// code crashed, hung or threw something foreign in the child; ConfigError for bad or unknown
+  /// params.
   std::shared_ptr<Mixer> create_mixer(const std::string& name_or_path, Section& params,
                                       const MixerContext& ctx);
 

@@ -7,6 +7,7 @@
 #include "hybridlab/mixer.h"
 #include "layers/linear_cpu.h"
 #include "layers/position_hooks.h"
+#include "util/fault_context.h"
 
 namespace hybridlab {
 
@@ -29,6 +30,27 @@ int64_t count_parameters(const torch::nn::Module& m) {
   for (const auto& p : m.parameters()) n += p.numel();
   return n;
 }
+
+// A plugin mixer's output must be what the layer graph adds to the residual stream: a wrong
+// shape would broadcast or fail deep inside LibTorch without naming the plugin.
+void check_plugin_output(const Block& b, const torch::Tensor& x, const torch::Tensor& y) {
+  if (y.defined() && y.sizes() == x.sizes() && y.scalar_type() == x.scalar_type()) return;
+  throw PluginError(fmt::format(
+      "{}: its forward returned {}, expected a {} tensor {} (the shape and dtype of its input)",
+      b.label,
+      y.defined() ? fmt::format("{} {}", c10::toString(y.scalar_type()), c10::str(y.sizes()))
+                  : std::string("no tensor"),
+      c10::toString(x.scalar_type()), c10::str(x.sizes())));
+}
+
+// The first line of an exception's message (LibTorch's what() carries a C++ backtrace).
+std::string first_line(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  const std::string why = c10e ? c10e->what_without_backtrace() : e.what();
+  return why.substr(0, std::min(why.find('\n'), size_t{600}));
+}
+
+bool all_finite(const torch::Tensor& t) { return torch::isfinite(t).all().item<bool>(); }
 
 }  // namespace
 
@@ -53,14 +75,19 @@ torch::Tensor Block::mix(const torch::Tensor& x, const torch::Tensor& positions,
     windowed = packed_documents(starts);
     documents = &windowed;
   }
-  if (!documents) return mixer->forward(x, positions, cache);
+  const auto call = [this](const torch::Tensor& in, const torch::Tensor& pos, MixerCache* c) {
+    torch::Tensor y = mixer->forward(in, pos, c);
+    if (!plugin_file.empty()) check_plugin_output(*this, in, y);
+    return y;
+  };
+  if (!documents) return call(x, positions, cache);
   TORCH_CHECK(cache == nullptr,
               "Block: packed documents and state windows apply to whole-sequence calls only");
   // Each piece runs as its own row from position 0 and an empty state. The zero padding after a
   // short piece is harmless: a causal mixer's earlier outputs never see it (mixers that are not
   // causal say so through document_boundaries() and are refused before training).
-  return documents->map(x, [this](const torch::Tensor& pieces, const torch::Tensor& from_zero) {
-    return mixer->forward(pieces, from_zero, nullptr);
+  return documents->map(x, [&call](const torch::Tensor& pieces, const torch::Tensor& from_zero) {
+    return call(pieces, from_zero, nullptr);
   });
 }
 
@@ -122,6 +149,7 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
         "layers_" + std::to_string(i),
         std::make_shared<Block>(mixer, D, hidden, opts.norm_eps, opts.fused_kernels)));
   }
+  label_blocks();
   if (!ctx.packed_documents.empty()) check_document_boundaries(ctx.packed_documents);
   // A plugin mixer's settings are read by its factory: build each unused section once, at the
   // index past the last layer, so that its mistakes are reported as a used section's are.
@@ -136,6 +164,20 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
                                std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));
 }
 
+void HybridModel::label_blocks() {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = *blocks_[i];
+    const MixerType& type = *opts_.layers[i].type;
+    const PositionScheme* scheme = b.mixer->position_scheme();
+    const bool hooked = scheme && scheme->hooks() != kHookNone;
+    b.plugin_file = type.plugin_file;
+    b.runs_plugin = !type.plugin_file.empty() || hooked;
+    b.label = fmt::format("layer {} (mixer '{}'{}{})", i, type.name,
+                          type.plugin_file.empty() ? "" : ", plugin '" + type.plugin_file + "'",
+                          hooked ? ", positional scheme '" + scheme->name() + "'" : "");
+  }
+}
+
 void HybridModel::check_document_boundaries(const std::string& setting) const {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (blocks_[i]->mixer->document_boundaries() != DocumentBoundaries::kUnsupported) continue;
@@ -148,12 +190,14 @@ void HybridModel::check_document_boundaries(const std::string& setting) const {
 }
 
 torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
-                               const PackedDocuments* documents) {
+                               const PackedDocuments* documents, NonFiniteLayer* locate) {
   TORCH_CHECK(tokens.dim() == 2, "model: tokens must be [B,T], got ", tokens.sizes());
   const int64_t T = tokens.size(1);
   const torch::Tensor positions = torch::arange(
       start, start + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = embedding(tokens);
+  // Non-finite embeddings are the weights' own divergence: nothing to name.
+  if (locate && !all_finite(x)) return x;
   if (input_position && !no_input_position_) {
     if (documents) {
       // Input positions restart at every document, as if each were alone.
@@ -164,17 +208,54 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
       x = checked_embed(*input_position, x, positions);
     }
   }
+  if (locate && !all_finite(x)) {
+    *locate = {"the input positional scheme '" + input_position->name() + "'", true};
+    return x;
+  }
   auto* hc = static_cast<HybridCache*>(cache);
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i]->forward(x, positions, hc ? hc->layers[i].get() : nullptr, documents);
+    x = run_block(i, x, positions, hc ? hc->layers[i].get() : nullptr, documents);
+    if (locate && !all_finite(x)) {
+      *locate = {blocks_[i]->label, blocks_[i]->runs_plugin};
+      return x;
+    }
   }
   x = final_norm->forward(x);
   const torch::Tensor& w = head_weight.defined() ? head_weight : embedding->weight;
   return opts_.fused_kernels && cpu_linear_applies(x, w) ? linear_cpu(x, w) : torch::linear(x, w);
 }
 
+torch::Tensor HybridModel::run_block(size_t i, const torch::Tensor& x,
+                                     const torch::Tensor& positions, MixerCache* cache,
+                                     const PackedDocuments* documents) {
+  Block& b = *blocks_[i];
+  // The fatal-signal report of the in-process commands reads this label (util/fault_context.h).
+  const LayerFaultScope scope(b.label);
+  if (!b.runs_plugin) return b.forward(x, positions, cache, documents);
+  try {
+    return b.forward(x, positions, cache, documents);
+  } catch (const UserError&) {
+    throw;  // already names what is wrong
+  } catch (const std::exception& e) {
+    throw PluginError(fmt::format("{}: its forward failed: {}", b.label, first_line(e)));
+  }
+}
+
 torch::Tensor HybridModel::forward(const torch::Tensor& tokens) {
   return run(tokens, 0, nullptr, nullptr);
+}
+
+LanguageModel::NonFiniteLayer HybridModel::first_non_finite_layer(
+    const torch::Tensor& tokens, const torch::Tensor& document_starts) {
+  torch::NoGradGuard no_grad;
+  NonFiniteLayer found;
+  if (document_starts.defined()) {
+    const PackedDocuments documents = packed_documents(document_starts);
+    run(tokens, 0, nullptr, &documents, &found);
+  } else {
+    run(tokens, 0, nullptr, nullptr, &found);
+  }
+  return found;
 }
 
 torch::Tensor HybridModel::forward_packed(const torch::Tensor& tokens,

@@ -51,6 +51,13 @@ class Block : public torch::nn::Module {
   std::shared_ptr<RMSNorm> mixer_norm, mlp_norm;
   std::shared_ptr<SwiGLU> mlp;
   LayerAblation ablation;  ///< set through HybridModel::set_ablation
+  /// How faults in this layer are reported: "layer 2 (mixer 'q', plugin '/p/q.so')".
+  std::string label = "a layer";
+  /// The plugin library of the mixer ("" for a built-in one): its output's shape and dtype are
+  /// checked after every call, and what its forward throws is reported naming `label`.
+  std::string plugin_file;
+  /// Whether this layer runs plugin code (its mixer, or the hooks of its positional scheme).
+  bool runs_plugin = false;
 
  private:
   torch::Tensor mix(const torch::Tensor& x, const torch::Tensor& positions, MixerCache* cache,
@@ -67,6 +74,8 @@ class HybridModel : public LanguageModel {
   torch::Tensor forward_packed(const torch::Tensor& tokens,
                                const torch::Tensor& document_starts) override;
   std::unique_ptr<DecodeCache> new_cache() const override;
+  NonFiniteLayer first_non_finite_layer(const torch::Tensor& tokens,
+                                        const torch::Tensor& document_starts) override;
   ModelSummary summary(int64_t length) const override;
   int64_t vocab_size() const override { return opts_.vocab_size; }
   int64_t d_model() const override { return opts_.d_model; }
@@ -87,8 +96,16 @@ class HybridModel : public LanguageModel {
   // Throws ConfigError naming `setting` (task.packing's location) and the first layer whose
   // mixer cannot honour document boundaries.
   void check_document_boundaries(const std::string& setting) const;
+  // `locate` (nullptr: none): checks every part's output and stops at the first that is
+  // non-finite at a finite input, naming it there (first_non_finite_layer).
   torch::Tensor run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
-                    const PackedDocuments* documents);
+                    const PackedDocuments* documents, NonFiniteLayer* locate = nullptr);
+  // One block's forward under its fault scope: what a plugin mixer throws becomes a PluginError
+  // naming the layer and the plugin.
+  torch::Tensor run_block(size_t i, const torch::Tensor& x, const torch::Tensor& positions,
+                          MixerCache* cache, const PackedDocuments* documents);
+  // Sets each block's label and plugin identity (for fault reports).
+  void label_blocks();
 
   ModelOptions opts_;
   torch::nn::Embedding embedding{nullptr};

@@ -51,6 +51,9 @@ struct MixerType {
   std::string name;  ///< YAML name and section under `model:` ("attention")
   char letter = 0;   ///< pattern letter ('A')
   std::string description;
+  /// The plugin library that provides the type ("" for a built-in one): faults in its forward
+  /// are reported naming it.
+  std::string plugin_file;
   /// Reads options from `s` (the `model.<name>` section, or an override map). `base`: the options
   /// the section overrides (nullptr for `model.<name>` itself). Records problems in the config.
   std::function<std::any(Section s, const ModelDims& dims, const std::any* base)> read;
@@ -88,6 +91,8 @@ struct PluginMixerLookup {
   const MixerType* type = nullptr;  ///< nullptr when no usable mixer plugin has the letter/name
   std::string names;                ///< "D (deltanet, plugin), ..." for messages ("" if none)
   std::string note;  ///< what is amiss among the plugins (a clash, a crash), "" when nothing is
+  /// When no usable plugin has the key but a set-aside library does: which and why ("" if none).
+  std::string set_aside;
 };
 
 /// The mixer type that a mixer plugin on `cfg`'s plugin search path (plugins.paths,

@@ -25,6 +25,7 @@ MixerType plugin_mixer_type(const PluginRecord& r) {
   t.name = r.name;
   t.letter = r.letter;
   t.description = r.description + " (plugin " + r.file + ")";
+  t.plugin_file = r.file;
   t.read = [](Section s, const ModelDims&, const std::any* base) -> std::any {
     PluginMixerSettings out{s.config(), s.path(),
                             base
@@ -57,6 +58,7 @@ MixerType plugin_mixer_type(const PluginRecord& r) {
 struct PluginMixerTable {
   std::vector<std::unique_ptr<MixerType>> types;
   std::string note;
+  std::vector<SetAsidePlugin> set_aside;  ///< mixer plugins whose records are refused
 };
 
 PluginMixerTable scan(const Config& cfg) {
@@ -82,6 +84,8 @@ PluginMixerTable scan(const Config& cfg) {
       table.types.push_back(std::make_unique<MixerType>(plugin_mixer_type(r)));
     }
     for (const std::string& b : host->broken_plugins()) notes.push_back(b);
+    for (const SetAsidePlugin& a : host->set_aside_plugins())
+      if (a.kind == kPluginKindMixer) table.set_aside.push_back(a);
   } catch (const std::exception& e) {
     notes.push_back(std::string("searching the mixer plugins failed: ") + e.what());
   }
@@ -107,6 +111,15 @@ PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& key) {
     if (!out.type && (t->name == key || (key.size() == 1 && key[0] == t->letter))) {
       out.type = t.get();
     }
+  }
+  // A set-aside library is named only when the key is its letter or name: the others work.
+  for (const SetAsidePlugin& a : it->second.set_aside) {
+    if (out.type || !(a.name == key || (key.size() == 1 && a.letter != 0 && key[0] == a.letter)))
+      continue;
+    out.set_aside =
+        fmt::format("mixer plugin '{}'{} is set aside: {}", a.file,
+                    a.letter ? fmt::format(" (letter {})", a.letter) : std::string(), a.reason);
+    break;
   }
   return out;
 }

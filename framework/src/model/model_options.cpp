@@ -69,6 +69,10 @@ class MixerLookup {
     if (const MixerType* t = registry_.find(key)) return t;
     plugins_ = find_plugin_mixer(cfg_, key);
     searched_ = true;
+    // Kept across lookups: the message for an unknown letter is composed after all of them.
+    if (!plugins_.set_aside.empty() && set_aside_.find(plugins_.set_aside) == std::string::npos) {
+      set_aside_ += (set_aside_.empty() ? "" : "; ") + plugins_.set_aside;
+    }
     return plugins_.type;
   }
 
@@ -77,6 +81,7 @@ class MixerLookup {
     std::string k = registry_.names();
     if (searched_ && !plugins_.names.empty()) k += ", " + plugins_.names;
     if (searched_ && !plugins_.note.empty()) k += " (" + plugins_.note + ")";
+    if (!set_aside_.empty()) k += "; " + set_aside_;
     return k;
   }
 
@@ -94,6 +99,7 @@ class MixerLookup {
   const MixerRegistry& registry_ = MixerRegistry::instance();
   PluginMixerLookup plugins_;
   bool searched_ = false;
+  std::string set_aside_;  // set-aside libraries that had a key looked up, and why
 };
 
 // The types of `letters`, each unknown letter reported once at `where`.`key` (however often it

@@ -142,8 +142,12 @@ struct PluginHost::Impl {
   std::map<std::string, std::string> name_by_file;  // canonical file -> scheme name
   std::vector<std::string> skipped;                 // "file: why" for .so files not loaded
   std::vector<std::string> broken;  // plugins whose code crashed or hung in its supervised child
+  std::vector<SetAsidePlugin> set_aside;  // plugins whose records are refused, in search order
 
   LoadedPlugin& load(const std::string& path);
+  /// Probes and loads the plugin `file` (canonical); nullptr when its record is refused, with
+  /// why in `refused`. Throws PluginCrashed when its code crashed or hung in the probe.
+  LoadedPlugin* admit(const std::string& file, SetAsidePlugin& refused);
   void scan_folder(const std::string& dir, bool must_exist);
   /// Scans the search path once (PluginHost::discover).
   void discover();
@@ -167,15 +171,26 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   if (const std::string why = not_a_plugin_reason(file); !why.empty()) {
     throw PluginError("'" + file + "' is not a hybridlab plugin: " + why);
   }
+  SetAsidePlugin refused;
+  LoadedPlugin* loaded = admit(file, refused);
+  if (!loaded) throw PluginError(refused.reason);
+  return *loaded;
+}
+
+LoadedPlugin* PluginHost::Impl::admit(const std::string& file, SetAsidePlugin& refused) {
+  if (auto it = name_by_file.find(file); it != name_by_file.end()) return by_name.find(it->second);
   // Its code runs first in a supervised child: a crash, a hang or a broken record there is an
-  // error here (PluginCrashed, PluginError), never this process's end.
+  // error here (PluginCrashed, or a refusal), never this process's end.
   const detail::ProbedLibrary probed = detail::probe_library(file);
-  if (!probed.refusal.empty()) throw PluginError(probed.refusal);
+  refused = SetAsidePlugin{file, probed.refusal, probed.name, static_cast<PluginKind>(probed.kind),
+                           probed.letter};
+  if (!probed.refusal.empty()) return nullptr;
   std::shared_ptr<boost::dll::shared_library> lib;
   try {
     lib = detail::load_library_for_process_lifetime(file);
   } catch (const std::exception& e) {
-    throw PluginError("cannot load plugin '" + file + "': " + e.what());
+    refused.reason = "cannot load plugin '" + file + "': " + e.what();
+    return nullptr;
   }
   LoadedPlugin p;
   p.record.name = probed.name;
@@ -191,10 +206,11 @@ LoadedPlugin& PluginHost::Impl::load(const std::string& path) {
   try {
     LoadedPlugin& stored = by_name.add(name, std::move(p), file);
     name_by_file[file] = name;
-    return stored;
+    return &stored;
   } catch (const DuplicateEntry& e) {
-    throw PluginError(std::string(e.what()) +
-                      "; remove one or take it out of the plugin search path");
+    refused.reason =
+        std::string(e.what()) + "; remove one or take it out of the plugin search path";
+    return nullptr;
   }
 }
 
@@ -236,10 +252,13 @@ void PluginHost::Impl::scan_folder(const std::string& dir, bool must_exist) {
       skipped.push_back(f.string() + " (" + why + ")");
       continue;
     }
+    // A plugin that cannot be used is set aside; commands that do not need it go on, and one
+    // that names it is told why (find).
     try {
-      load(f.string());
+      SetAsidePlugin refused;
+      if (!admit(fs::canonical(f, ec).string(), refused)) set_aside.push_back(refused);
     } catch (const PluginCrashed& e) {
-      broken.push_back(e.what());  // commands that do not need it go on
+      broken.push_back(e.what());
     }
   }
 }
@@ -314,6 +333,11 @@ std::vector<std::string> PluginHost::broken_plugins() {
   return impl_->broken;
 }
 
+std::vector<SetAsidePlugin> PluginHost::set_aside_plugins() {
+  discover();
+  return impl_->set_aside;
+}
+
 std::string plugin_kind_name(PluginKind kind) {
   return kind == kPluginKindMixer ? "mixer" : "position";
 }
@@ -336,6 +360,13 @@ LoadedPlugin& PluginHost::Impl::find(const std::string& name_or_path, Section& p
     }
   } else {
     discover();
+    // A set-aside library with this name: the name is ambiguous or its plugin unusable.
+    for (const SetAsidePlugin& a : set_aside) {
+      if (a.name != name_or_path || a.kind != kind) continue;
+      throw PluginError(params.location(kind == kPluginKindMixer ? "" : "scheme").str() + ": " +
+                        what + " '" + name_or_path + "' is in plugin '" + a.file +
+                        "', which is set aside: " + a.reason);
+    }
     LoadedPlugin* found = by_name.find(name_or_path);
     if (!found || found->record.kind != kind) {
       std::vector<std::string> names;

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -34,6 +35,26 @@ std::string record_string(const char* s, const char* field, const std::string& f
   if (std::strcmp(field, "name") == 0 && n == 0)
     throw PluginError(fmt::format("plugin '{}': its record's name is empty", file));
   return std::string(s, n);
+}
+
+// A name YAML refers to (`scheme: NAME`, the section `model.NAME`): an identifier, so that it
+// reads back as the same key and never needs quoting.
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return std::isalnum(u) || c == '_';
+  });
+}
+
+// `s` for a message: characters that are not printable ASCII as \xHH.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
 }
 
 // Why a plugin built with these ABI fields cannot run in this host ("" when it can).
@@ -123,9 +144,44 @@ MixerContext mixer_probe_context() {
   return ctx;
 }
 
+// What a mixer declares about itself, checked before anything prints or multiplies it: figures
+// that are negative, or a KV cache whose bytes at `length` overflow, are a broken plugin.
+void check_mixer_declarations(const Mixer& m, const std::string& name, int64_t length) {
+  const int doc = static_cast<int>(m.document_boundaries());
+  if (doc != static_cast<int>(DocumentBoundaries::kSeparateRows) &&
+      doc != static_cast<int>(DocumentBoundaries::kUnsupported)) {
+    throw PluginError(fmt::format(
+        "mixer '{}': its document_boundaries() returned {}, expected kSeparateRows (0) or "
+        "kUnsupported (1)",
+        name, doc));
+  }
+  const MixerInfo info = m.info(length);
+  const auto refuse = [&](const std::string& what, const std::string& value) {
+    throw PluginError(fmt::format("mixer '{}': its info({}) has {} = {}, expected {}", name, length,
+                                  what, value, "a value >= 0 whose bytes fit in 64 bits"));
+  };
+  if (info.state_floats < 0) refuse("state_floats", std::to_string(info.state_floats));
+  if (info.kv_floats_per_token < 0)
+    refuse("kv_floats_per_token", std::to_string(info.kv_floats_per_token));
+  if (info.kv_max_tokens < 0) refuse("kv_max_tokens", std::to_string(info.kv_max_tokens));
+  if (!std::isfinite(info.flops_per_token) || info.flops_per_token < 0)
+    refuse("flops_per_token", fmt::format("{}", info.flops_per_token));
+  // Bytes of fp32 state and of the KV cache at the longest length it is asked about.
+  const int64_t tokens = std::max<int64_t>({length, info.kv_max_tokens, 1});
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(info.state_floats, int64_t{4}, &bytes))
+    refuse("state_floats", std::to_string(info.state_floats));
+  if (__builtin_mul_overflow(info.kv_floats_per_token, tokens, &bytes) ||
+      __builtin_mul_overflow(bytes, int64_t{4}, &bytes)) {
+    refuse("kv_floats_per_token",
+           fmt::format("{} (its cache at {} tokens overflows)", info.kv_floats_per_token, tokens));
+  }
+}
+
 // One forward at [1, 8, d_model] without and with a decoding cache, its outputs checked.
 void exercise_mixer(Mixer& m, const std::string& name, const MixerContext& ctx) {
   torch::NoGradGuard no_grad;
+  check_mixer_declarations(m, name, std::max<int64_t>(ctx.max_length, 8));
   const torch::Tensor x = torch::randn({1, 8, ctx.d_model});
   const torch::Tensor pos = torch::arange(8, torch::kLong);
   std::unique_ptr<MixerCache> cache = m.make_cache();
@@ -152,12 +208,29 @@ void exercise_mixer(Mixer& m, const std::string& name, const MixerContext& ctx) 
 template <class Info>
 bool read_record(const Info& info, int oldest, int newest, const std::string& file,
                  ProbedLibrary& out) {
+  // Every API version so far has this record layout: a refused record still names its plugin,
+  // so that a config that uses the name is told why the library is set aside.
+  if (info.api_version >= 1 && info.api_version <= newest) {
+    try {
+      out.name = record_string(info.name, "name", file);
+    } catch (const PluginError&) {
+      out.name.clear();
+    }
+  }
   out.refusal =
       abi_problem(info.api_version, oldest, newest,
                   record_string(info.torch_version, "torch_version", file), info.cxx11_abi, file);
   if (!out.refusal.empty()) return false;
   out.api_version = info.api_version;
   out.name = record_string(info.name, "name", file);
+  if (!is_identifier(out.name)) {
+    const std::string shown = printable(out.name);
+    out.name.clear();
+    throw PluginError(fmt::format(
+        "plugin '{}': its record's name '{}' is not an identifier (ASCII letters, digits and '_', "
+        "not starting with a digit): configurations name it as a YAML key",
+        file, shown));
+  }
   out.version = record_string(info.version, "version", file);
   out.description = record_string(info.description, "description", file);
   return true;
@@ -188,6 +261,11 @@ void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file
                         const StageFn& stage, ProbedLibrary& out) {
   const MixerPluginInfo& info = lib.get_alias<const MixerPluginInfo>(kMixerInfoAlias);
   out.kind = kPluginKindMixer;
+  const auto letter = static_cast<unsigned char>(info.letter);
+  const bool ascii_letter = (letter >= 'A' && letter <= 'Z') || (letter >= 'a' && letter <= 'z');
+  // Known so that a pattern using the letter of a refused plugin is told why.
+  if (ascii_letter && info.api_version >= 1 && info.api_version <= kMixerPluginApiVersion)
+    out.letter = info.letter;
   if (!read_record(info, kMixerPluginApiVersion, kMixerPluginApiVersion, file, out))
     return;  // the API first
   if (info.kind != kPluginKindMixer) {
@@ -195,14 +273,12 @@ void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file
                               file, info.kind, static_cast<int>(kPluginKindMixer));
     return;
   }
-  const auto letter = static_cast<unsigned char>(info.letter);
-  if (!((letter >= 'A' && letter <= 'Z') || (letter >= 'a' && letter <= 'z'))) {
+  if (!ascii_letter) {
     out.refusal = fmt::format(
         "plugin '{}': its pattern letter must be an ASCII letter (A-Z, a-z), got character {}",
         file, static_cast<int>(letter));
     return;
   }
-  out.letter = info.letter;
   stage("building a mixer with default settings (its factory)");
   auto& factory = lib.get_alias<MixerFactory>("hybridlab_mixer_factory");
   try {
@@ -243,6 +319,20 @@ std::string crash_message(const std::string& file, const Supervised& s) {
                      s.stage.empty() ? "" : " while " + s.stage);
 }
 
+// A hook's output at finite inputs must be finite: NaN would reach every logit and show up as a
+// diverged loss. A bias may be -inf (a hard mask), never NaN or +inf.
+void require_finite(const PositionScheme& s, const char* hook, const torch::Tensor& t,
+                    bool bias = false) {
+  if (!t.defined()) return;
+  const bool ok =
+      bias ? !(torch::isnan(t).any().item<bool>() || torch::isposinf(t).any().item<bool>())
+           : torch::isfinite(t).all().item<bool>();
+  if (ok) return;
+  throw PluginError(fmt::format(
+      "positional scheme '{}': its {} hook returned {} values at finite inputs (8 positions)",
+      s.name(), hook, bias ? "NaN or +inf" : "non-finite"));
+}
+
 // Calls each hook `s` declares once at a small shape, its outputs checked.
 void exercise_hooks(PositionScheme& s, const PositionContext& ctx) {
   torch::NoGradGuard no_grad;
@@ -250,14 +340,21 @@ void exercise_hooks(PositionScheme& s, const PositionContext& ctx) {
   const torch::Tensor pos = torch::arange(T, torch::kLong);
   const uint32_t hooks = s.hooks();
   if ((hooks & kHookEmbed) && ctx.d_model > 0)
-    checked_embed(s, torch::randn({1, T, ctx.d_model}), pos);
+    require_finite(s, "embed", checked_embed(s, torch::randn({1, T, ctx.d_model}), pos));
   if (ctx.n_heads <= 0 || ctx.head_dim <= 0) return;
   const int64_t H = ctx.n_heads, Hkv = ctx.n_kv_heads > 0 ? ctx.n_kv_heads : H;
   const torch::Tensor q = torch::randn({1, H, T, ctx.head_dim});
   const torch::Tensor k = torch::randn({1, Hkv, T, ctx.head_dim});
-  if (hooks & kHookRotate) checked_rotate(s, q, k, pos, pos);
-  if (hooks & kHookLogitBias)
-    checked_logit_bias(s, pos, pos, H, torch::kFloat, torch::kFloat, torch::kCPU);
+  if (hooks & kHookRotate) {
+    const auto [rq, rk] = checked_rotate(s, q, k, pos, pos);
+    require_finite(s, "rotate", rq);
+    require_finite(s, "rotate", rk);
+  }
+  if (hooks & kHookLogitBias) {
+    require_finite(s, "logit_bias",
+                   checked_logit_bias(s, pos, pos, H, torch::kFloat, torch::kFloat, torch::kCPU),
+                   /*bias=*/true);
+  }
   if (hooks & kHookFlops) {
     const double f = s.flops_per_token(T, T / 2.0);
     if (!std::isfinite(f) || f < 0) {
@@ -270,13 +367,18 @@ void exercise_hooks(PositionScheme& s, const PositionContext& ctx) {
     const torch::Tensor x = torch::randn({1, T, ctx.d_model});
     const DataBias first =
         checked_data_bias(s, x.narrow(1, 0, T / 2), pos.narrow(0, 0, T / 2), torch::Tensor(), H);
-    checked_data_bias(s, x.narrow(1, T / 2, T - T / 2), pos.narrow(0, T / 2, T - T / 2),
-                      first.state, H);
+    const DataBias second = checked_data_bias(s, x.narrow(1, T / 2, T - T / 2),
+                                              pos.narrow(0, T / 2, T - T / 2), first.state, H);
+    for (const DataBias* d : {&first, &second}) {
+      require_finite(s, "data_bias", d->query, /*bias=*/true);
+      require_finite(s, "data_bias", d->key, /*bias=*/true);
+    }
   }
   if (hooks & kHookRelative) {
-    checked_relative_logits(s, q, pos, pos, torch::kFloat);
-    checked_relative_values(s, torch::softmax(torch::randn({1, H, T, T}), -1), pos, pos,
-                            ctx.head_dim, torch::kFloat);
+    require_finite(s, "relative_logits", checked_relative_logits(s, q, pos, pos, torch::kFloat));
+    require_finite(s, "relative_values",
+                   checked_relative_values(s, torch::softmax(torch::randn({1, H, T, T}), -1), pos,
+                                           pos, ctx.head_dim, torch::kFloat));
   }
 }
 

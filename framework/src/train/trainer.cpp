@@ -445,11 +445,30 @@ RankPlace rank_of(ProcessGroup* group, int64_t batch_size) {
   return r;
 }
 
-[[noreturn]] void throw_diverged(double loss, int64_t step, const std::string& last_checkpoint) {
-  throw TrainingDiverged(
-      fmt::format("training diverged: the loss is {} at step {}; the last good checkpoint is {}; "
-                  "lower train.lr or raise train.warmup_steps / train.grad_clip",
-                  loss, step + 1, last_checkpoint));
+// A non-finite loss: the step's forward runs again, checking each layer, so that a layer that
+// turned finite values into non-finite ones is named. A layer running plugin code (a mixer or a
+// positional hook) is the plugin's fault, not the learning rate's: a PluginError naming it.
+// Otherwise the weights diverged: TrainingDiverged with the advice.
+[[noreturn]] void throw_diverged(LanguageModel& model, const StepBatch& b, double loss,
+                                 int64_t step, const std::string& last_checkpoint) {
+  LanguageModel::NonFiniteLayer layer;
+  try {
+    layer = model.first_non_finite_layer(b.tokens, b.document_starts);
+  } catch (const std::exception&) {
+    // The forward that gave the loss ran; if it fails now, report the loss as it was.
+  }
+  if (layer.from_plugin) {
+    throw PluginError(fmt::format(
+        "{} returned non-finite values from finite inputs at step {} (the loss is {}); the last "
+        "good checkpoint is {}; fix the plugin (the learning rate is not the cause)",
+        layer.label, step + 1, loss, last_checkpoint));
+  }
+  throw TrainingDiverged(fmt::format(
+      "training diverged: the loss is {} at step {}{}; the last good checkpoint is {}; lower "
+      "train.lr or raise train.warmup_steps / train.grad_clip",
+      loss, step + 1,
+      layer.label.empty() ? "" : fmt::format(" (the first non-finite output: {})", layer.label),
+      last_checkpoint));
 }
 
 }  // namespace
@@ -506,7 +525,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     summary.model_s += seconds(t2 - t1);
     if (!std::isfinite(loss_v)) {
       progress.finish();
-      throw_diverged(loss_v, step, last_ckpt_text);
+      throw_diverged(model, b, loss_v, step, last_ckpt_text);
     }
     const auto [grad_norm, lr] = apply_update(*opt, params, o, step);
     const auto t3 = Clock::now();

@@ -99,9 +99,11 @@ TEST_CASE("an ABI mismatch names both versions and never calls the factory", "[p
   CHECK_THAT(msg, Contains("plugin API version 999") &&
                       Contains(fmt::format("this hybridlab loads version {} to {}",
                                            kPluginApiOldest, kPluginApiVersion)));
-  // The same folder on the search path fails discovery the same way.
+  // On the search path it is set aside with the same reason; discovery goes on.
   PluginHost scan({kFixtures + "bad_abi"});
-  CHECK_THAT(plugin_error([&] { scan.discover(); }), Contains("999"));
+  CHECK_NOTHROW(scan.discover());
+  REQUIRE(scan.set_aside_plugins().size() == 1u);
+  CHECK_THAT(scan.set_aside_plugins()[0].reason, Contains("999"));
 }
 
 TEST_CASE("a plugin built against API v1 loads and runs; a v2 hook from it is refused",
@@ -133,11 +135,70 @@ TEST_CASE("a factory that throws is reported with its message", "[plugins]") {
                       Contains("rotary tables need CUDA 99 (fixture failure)"));
 }
 
-TEST_CASE("two plugins with one name are refused with both paths", "[plugins]") {
+TEST_CASE("two plugins with one name are refused with both paths where the name is used",
+          "[plugins]") {
   PluginHost host({kFixtures + "duplicate_nope", HYBRIDLAB_TEST_PLUGIN_DIR});
-  const std::string msg = plugin_error([&] { host.discover(); });
+  CHECK_NOTHROW(host.discover());  // the other plugins stay usable
+  CHECK(build(host, "rope"));
+  const std::string msg = plugin_error([&] { build(host, "nope"); });
   CHECK_THAT(msg, Contains("two plugins are named 'nope'") && Contains("duplicate_nope.so") &&
-                      Contains(std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/nope.so"));
+                      Contains(std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/nope.so") &&
+                      Contains("set aside"));
+}
+
+TEST_CASE("refused records on the search path are set aside; the other plugins work",
+          "[plugins][set_aside]") {
+  PluginHost host({kFixtures + "bad_abi", kFixtures + "null_name", kFixtures + "bad_name",
+                   kFixtures + "stale_mixer", HYBRIDLAB_TEST_PLUGIN_DIR});
+  CHECK_NOTHROW(host.discover());
+  const std::vector<SetAsidePlugin> aside = host.set_aside_plugins();
+  REQUIRE(aside.size() == 4u);
+  CHECK_THAT(aside[0].reason, Contains("999"));
+  CHECK_THAT(aside[1].reason, Contains("null_name.so") && Contains("has no name"));
+  CHECK_THAT(aside[2].reason, Contains("'my scheme' is not an identifier"));
+  CHECK(aside[3].name == "stale_mixer");
+  CHECK(aside[3].kind == kPluginKindMixer);
+  CHECK(aside[3].letter == 'X');
+  CHECK_THAT(aside[3].reason, Contains("version 1"));
+  // The shipped plugins stay usable: a scheme and the DeltaNet mixer.
+  CHECK(build(host, "rope"));
+  Config cfg = Config::parse("{num_heads: 2, chunk_size: 16}", "test.yaml");
+  Section params = cfg.root();
+  MixerContext ctx;
+  ctx.d_model = 16;
+  ctx.train_length = ctx.max_length = 16;
+  CHECK(host.create_mixer("deltanet", params, ctx));
+  // Naming the set-aside one says which library and why.
+  Config empty = Config::parse("{}", "test.yaml");
+  Section none = empty.root();
+  CHECK_THAT(plugin_error([&] { host.create_mixer("stale_mixer", none, ctx); }),
+             Contains("stale_mixer.so") && Contains("set aside") && Contains("version 1"));
+}
+
+TEST_CASE("the probe refuses what a mixer declares out of range", "[plugins][probe]") {
+  PluginHost host({kFixtures + "misbehaving_mixer"});
+  MixerContext ctx;
+  ctx.d_model = 16;
+  ctx.train_length = ctx.max_length = 16;
+  const auto refused = [&](const std::string& action) {
+    Config cfg = Config::parse("{action: " + action + "}", "test.yaml");
+    Section params = cfg.root();
+    return plugin_error([&] { host.create_mixer("misbehaving_mixer", params, ctx); });
+  };
+  CHECK_THAT(refused("negative_state"), Contains("state_floats = -4"));
+  CHECK_THAT(refused("kv_overflow"), Contains("kv_floats_per_token") && Contains("overflows"));
+  CHECK_THAT(refused("bad_boundaries"), Contains("document_boundaries() returned 7"));
+  Config cfg = Config::parse("{action: none}", "test.yaml");
+  Section params = cfg.root();
+  CHECK(host.create_mixer("misbehaving_mixer", params, ctx));
+}
+
+TEST_CASE("the probe refuses a position hook that returns NaN", "[plugins][probe]") {
+  PluginHost host({kFixtures + "misbehaving"});
+  // at_call 0: NaN from every call, the probe's included.
+  CHECK_THAT(plugin_error([&] { build(host, "misbehaving", "{action: nan, at_call: 0}"); }),
+             Contains("misbehaving") && Contains("rotate hook returned non-finite values"));
+  CHECK(build(host, "misbehaving", "{action: none}"));
 }
 
 TEST_CASE("an unreadable or missing plugin folder is an error naming it", "[plugins]") {
