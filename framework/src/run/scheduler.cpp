@@ -20,8 +20,8 @@
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 #include "run/preflight.h"
-#include "train/progress.h"
 #include "util/atomic_file.h"
+#include "util/clock.h"
 #include "util/console.h"
 
 namespace hybridlab {

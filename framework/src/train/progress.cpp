@@ -9,12 +9,6 @@
 
 namespace hybridlab {
 
-std::string format_duration(double s) {
-  const auto t = static_cast<int64_t>(s + 0.5);
-  if (t >= 3600) return fmt::format("{}:{:02d}:{:02d}", t / 3600, (t / 60) % 60, t % 60);
-  return fmt::format("{}:{:02d}", t / 60, t % 60);
-}
-
 Progress::Progress(int64_t total, int64_t start, bool quiet, int64_t log_every)
     : total_(total),
       start_(start),

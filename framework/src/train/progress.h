@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "util/clock.h"  // format_duration
+
 namespace hybridlab {
 
 class Progress {
@@ -20,8 +22,5 @@ class Progress {
   bool quiet_, tty_, open_ = false;
   std::chrono::steady_clock::time_point begin_, last_draw_;
 };
-
-/// "1:05" / "1:02:03" for a duration in seconds.
-std::string format_duration(double s);
 
 }  // namespace hybridlab

@@ -11,35 +11,17 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
+#include "support/task_support.h"
 #include "tasks/finite_group.h"
 
 using namespace hybridlab;
+using hybridlab::test::make_task;
+using hybridlab::test::row_text;
+using hybridlab::test::row_vec;
+using hybridlab::test::task_error;
 
 namespace order_state_tasks_test {
 namespace {
-
-std::shared_ptr<Task> make(const std::string& yaml) {
-  Config cfg = Config::parse(yaml);
-  auto t = read_task(cfg.section("task"), {});
-  cfg.raise_errors();
-  return t;
-}
-
-std::vector<int64_t> row_vec(const torch::Tensor& row) {
-  const torch::Tensor c = row.contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
-
-std::string task_error(const std::string& yaml) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  read_task(cfg.section("task"), {});
-  try {
-    cfg.raise_errors();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void check_splits(Task& t, int64_t length) {
   const Batch ev = t.eval_set(length, 32, 7);
@@ -88,7 +70,7 @@ double ignore_share(Task& t, int64_t length) {
 }  // namespace
 
 TEST_CASE("flip_flop: reads scored with the last written bit, the card's splits", "[job][tasks]") {
-  auto t = make("task: {name: flip_flop, seq_len: 64}");
+  auto t = make_task("task: {name: flip_flop, seq_len: 64}");
   t->prepare({64, 256});
   REQUIRE(t->vocab_size() == 5);
   REQUIRE_FALSE(t->higher_is_better());
@@ -101,8 +83,8 @@ TEST_CASE("flip_flop: reads scored with the last written bit, the card's splits"
   // 128 instructions at 256 tokens the first (w) and last (r) are fixed: p · 126/128 are `i`.
   const double free_share = 126.0 / 128;
   CHECK(ignore_share(*t, 256) == Approx(0.8 * free_share).margin(0.02));
-  auto sparse = make("task: {name: flip_flop, seq_len: 64, eval_split: sparse}");
-  auto dense = make("task: {name: flip_flop, seq_len: 64, eval_split: dense}");
+  auto sparse = make_task("task: {name: flip_flop, seq_len: 64, eval_split: sparse}");
+  auto dense = make_task("task: {name: flip_flop, seq_len: 64, eval_split: dense}");
   CHECK(ignore_share(*sparse, 256) == Approx(0.98 * free_share).margin(0.005));
   CHECK(ignore_share(*dense, 256) == Approx(0.1 * free_share).margin(0.02));
   REQUIRE(torch::equal(sparse->train_batch(2, 8, 5).tokens, t->train_batch(2, 8, 5).tokens));
@@ -115,7 +97,7 @@ TEST_CASE("flip_flop: reads scored with the last written bit, the card's splits"
 }
 
 TEST_CASE("flip_flop: error rate is the share of wrong reads", "[job][tasks]") {
-  auto t = make("task: {name: flip_flop, seq_len: 8}");
+  auto t = make_task("task: {name: flip_flop, seq_len: 8}");
   ScoreSums s;
   // Two rows of 8; reads at positions 2 and 6 in row 0 (right, wrong), 6 in row 1 (right).
   torch::Tensor targets = torch::full({2, 8}, kIgnoreIndex, torch::kLong);
@@ -168,7 +150,7 @@ TEST_CASE("finite groups: S3 composition order and tables of S5, A5, Z_m", "[job
 }
 
 TEST_CASE("word_problem: the running product at every position, or final only", "[job][tasks]") {
-  auto t = make("task: {name: word_problem, group: S3, seq_len: 16}");
+  auto t = make_task("task: {name: word_problem, group: S3, seq_len: 16}");
   t->prepare({16, 64});
   REQUIRE(t->vocab_size() == 8);
   REQUIRE(t->position_accuracy_curve());
@@ -190,7 +172,8 @@ TEST_CASE("word_problem: the running product at every position, or final only", 
     }
   }
   // Parity: the label is the number of 1s so far, mod 2 (the reference's bits [1,0,1,1] -> 1).
-  auto par = make("task: {name: word_problem, group: parity, seq_len: 32, supervision: final}");
+  auto par =
+      make_task("task: {name: word_problem, group: parity, seq_len: 32, supervision: final}");
   const Batch pb = par->train_batch(0, 64, 3);
   std::set<int64_t> lengths;
   for (int64_t i = 0; i < 64; ++i) {
@@ -217,7 +200,7 @@ TEST_CASE("word_problem: the running product at every position, or final only", 
 }
 
 TEST_CASE("word_problem: final accuracy and the per-position accuracy curve", "[job][tasks]") {
-  auto t = make("task: {name: word_problem, group: Z5, seq_len: 4}");
+  auto t = make_task("task: {name: word_problem, group: Z5, seq_len: 4}");
   torch::Tensor targets = torch::tensor({{-100, 1, 2, 3}, {-100, 4, 0, 0}}, torch::kLong);
   torch::Tensor logits = torch::zeros({2, 4, 7});
   logits[0][1][1] = 1;  // right
@@ -240,7 +223,7 @@ TEST_CASE("word_problem: final accuracy and the per-position accuracy curve", "[
 TEST_CASE("algorithmic: copy, reverse, sort and addition, only the answer scored", "[job][tasks]") {
   for (const char* op : {"copy", "reverse", "sort", "addition"}) {
     INFO(op);
-    auto t = make(fmt::format("task: {{name: algorithmic, op: {}, seq_len: 24}}", op));
+    auto t = make_task(fmt::format("task: {{name: algorithmic, op: {}, seq_len: 24}}", op));
     t->prepare({24, 48});
     check_splits(*t, 48);
     const bool add = std::string(op) == "addition";
@@ -308,9 +291,9 @@ TEST_CASE("order-and-state tasks refuse bad settings at their key", "[job][tasks
   CHECK_THAT(task_error("task: {name: algorithmic, alphabet: 1}"),
              Catch::Contains("task.alphabet"));
   // Lengths an eval cannot fill are named by length_problem (read_experiment reports them).
-  CHECK_THAT(make("task: {name: flip_flop, seq_len: 8}")->length_problem(9),
+  CHECK_THAT(make_task("task: {name: flip_flop, seq_len: 8}")->length_problem(9),
              Catch::Contains("even"));
-  CHECK(make("task: {name: algorithmic, op: addition, seq_len: 8}")->length_problem(7) != "");
+  CHECK(make_task("task: {name: algorithmic, op: addition, seq_len: 8}")->length_problem(7) != "");
 }
 
 }  // namespace order_state_tasks_test
@@ -350,7 +333,7 @@ void check_recall_row(const std::vector<int64_t>& seq, const std::vector<int64_t
 
 TEST_CASE("in_context_recall and noisy_recall: MAD's multi-query layout and scoring",
           "[job][tasks]") {
-  auto t = make("task: {name: in_context_recall}");
+  auto t = make_task("task: {name: in_context_recall}");
   REQUIRE(t->vocab_size() == 16);
   REQUIRE(t->seq_len() == 128);
   t->prepare({128, 256});
@@ -360,7 +343,7 @@ TEST_CASE("in_context_recall and noisy_recall: MAD's multi-query layout and scor
     for (int64_t i = 0; i < 8; ++i)
       check_recall_row(row_vec(b.tokens[i]), row_vec(b.targets[i]), 8, 16, eval);
   }
-  auto noisy = make("task: {name: noisy_recall}");
+  auto noisy = make_task("task: {name: noisy_recall}");
   REQUIRE(noisy->vocab_size() == 32);
   const Batch nb = noisy->eval_set(128, 64, 2);
   double noise_pairs = 0;
@@ -375,8 +358,8 @@ TEST_CASE("in_context_recall and noisy_recall: MAD's multi-query layout and scor
 }
 
 TEST_CASE("memorization: one fixed map, the value scored at each insert token", "[job][tasks]") {
-  auto t = make("task: {name: memorization}");
-  auto again = make("task: {name: memorization}");
+  auto t = make_task("task: {name: memorization}");
+  auto again = make_task("task: {name: memorization}");
   std::map<int64_t, int64_t> value_of;
   for (auto* task : {t.get(), again.get()}) {
     for (const Batch& b : {task->train_batch(0, 16, 3), task->eval_set(32, 16, 4)}) {

@@ -13,35 +13,16 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
+#include "support/task_support.h"
 
 using namespace hybridlab;
+using hybridlab::test::make_task;
+using hybridlab::test::row_text;
+using hybridlab::test::row_vec;
+using hybridlab::test::task_error;
 
 namespace ruler_tasks_test {
 namespace {
-
-std::shared_ptr<Task> make(const std::string& yaml) {
-  Config cfg = Config::parse(yaml);
-  auto t = read_task(cfg.section("task"), {});
-  cfg.raise_errors();
-  return t;
-}
-
-std::string task_error(const std::string& yaml) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  read_task(cfg.section("task"), {});
-  try {
-    cfg.raise_errors();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string row_text(const torch::Tensor& row) {
-  std::string s;
-  for (int64_t i = 0; i < row.size(0); ++i) s += static_cast<char>(row[i].item<int64_t>());
-  return s;
-}
 
 // What one example says: each variable's value, found by following its assignments.
 struct Tracked {
@@ -73,7 +54,7 @@ Tracked follow(const std::string& text) {
 
 TEST_CASE("ruler_vt: the chain of the asked value, in order, is the scored answer",
           "[job][tasks]") {
-  auto t = make("task: {name: ruler_vt, seq_len: 600, num_chains: 3, num_hops: 4}");
+  auto t = make_task("task: {name: ruler_vt, seq_len: 600, num_chains: 3, num_hops: 4}");
   REQUIRE(t->vocab_size() == 256);
   t->prepare({600, 1200});
   const Batch b = t->train_batch(0, 12, 5);
@@ -153,7 +134,7 @@ void check_answer_scored(const Batch& b, int64_t r, size_t answer) {
 }
 
 TEST_CASE("ruler_cwe: the words repeated most, in order of first appearance", "[job][tasks]") {
-  auto t = make("task: {name: ruler_cwe, seq_len: 900, num_common: 4, common_repeats: 5}");
+  auto t = make_task("task: {name: ruler_cwe, seq_len: 900, num_common: 4, common_repeats: 5}");
   t->prepare({900, 1800});
   for (const int64_t L : {900, 1800}) {
     const Batch b = L == 900 ? t->train_batch(0, 8, 3) : t->eval_set(L, 8, 3);
@@ -201,7 +182,7 @@ TEST_CASE("ruler_cwe: the words repeated most, in order of first appearance", "[
 }
 
 TEST_CASE("ruler_fwe: ranks 2 to 4 of a Zeta(2) text, most frequent first", "[job][tasks]") {
-  auto t = make("task: {name: ruler_fwe, seq_len: 1024}");
+  auto t = make_task("task: {name: ruler_fwe, seq_len: 1024}");
   t->prepare({1024, 2048});
   for (const int64_t L : {1024, 2048}) {
     const Batch b = L == 1024 ? t->train_batch(0, 8, 3) : t->eval_set(L, 8, 3);
@@ -233,7 +214,7 @@ TEST_CASE("ruler_fwe: ranks 2 to 4 of a Zeta(2) text, most frequent first", "[jo
       const double next = double((by_count.size() + 1) * (by_count.size() + 1));
       hi = std::min(hi, next * zeta2);
       REQUIRE(std::ceil(lo) < hi);
-      REQUIRE(n <= std::ceil(lo));  // the floors drop a little of N
+      REQUIRE(n <= std::ceil(lo));                     // the floors drop a little of N
       REQUIRE(by_count[3].first > by_count[4].first);  // ranks 2-4 are well defined
       const std::string expected =
           by_count[1].second + " " + by_count[2].second + " " + by_count[3].second;

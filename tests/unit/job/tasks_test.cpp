@@ -10,33 +10,17 @@
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
 #include "job_support.h"
+#include "support/task_support.h"
 #include "tasks/text_corpus.h"
 
 using namespace hybridlab;
+using hybridlab::test::make_task;
+using hybridlab::test::row_text;
+using hybridlab::test::row_vec;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace tasks_test {
 namespace {
-
-std::shared_ptr<Task> make(const std::string& yaml, const std::string& dir = "") {
-  Config cfg = Config::parse(yaml);
-  TaskContext ctx;
-  ctx.config_dir = dir;
-  auto t = read_task(cfg.section("task"), ctx);
-  cfg.raise_errors();
-  return t;
-}
-
-std::string row_text(const torch::Tensor& row) {
-  std::string s;
-  for (int64_t i = 0; i < row.size(0); ++i) s += static_cast<char>(row[i].item<int64_t>());
-  return s;
-}
-
-std::vector<int64_t> row_vec(const torch::Tensor& row) {
-  const torch::Tensor c = row.contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
 
 // Every row of `eval` is in the eval bucket, every train row outside it, and no row is shared.
 void check_disjoint(Task& t, int64_t length) {
@@ -76,7 +60,7 @@ std::string task_error(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("mqar: Zoology layout, only query keys scored with their values", "[job][tasks]") {
-  auto t = make("task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}");
+  auto t = make_task("task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}");
   t->prepare({32, 64});
   const Batch b = t->train_batch(0, 16, 1);
   REQUIRE(b.tokens.sizes() == torch::IntArrayRef({16, 32}));
@@ -120,7 +104,7 @@ TEST_CASE("mqar: Zoology layout, only query keys scored with their values", "[jo
 TEST_CASE("mqar: values appear only in the key-value block, never after a query", "[job][tasks]") {
   // zoology multiquery_ar.py: the query region holds the query keys and filler only; the value of
   // a query is its label. Without random filler every non-query slot there is 0.
-  auto t = make(
+  auto t = make_task(
       "task: {name: mqar, seq_len: 64, vocab_size: 64, num_kv_pairs: 4, random_non_queries: "
       "false}");
   t->prepare({64});
@@ -149,10 +133,10 @@ TEST_CASE("mqar: power_a concentrates queries near the key-value block", "[job][
   // P(g) ∝ (g+1)^(a-1): with a = 0.01 the first gap is far likelier than the last; with a = 1 the
   // gaps are uniform. Mean query gap over many rows, compared with the exact expectation of the
   // first draw of a multinomial without replacement is hard; compare the two settings instead.
-  auto skewed =
-      make("task: {name: mqar, seq_len: 256, vocab_size: 512, num_kv_pairs: 2, power_a: 0.01}");
+  auto skewed = make_task(
+      "task: {name: mqar, seq_len: 256, vocab_size: 512, num_kv_pairs: 2, power_a: 0.01}");
   auto uniform =
-      make("task: {name: mqar, seq_len: 256, vocab_size: 512, num_kv_pairs: 2, power_a: 1.0}");
+      make_task("task: {name: mqar, seq_len: 256, vocab_size: 512, num_kv_pairs: 2, power_a: 1.0}");
   auto mean_pos = [](Task& t) {
     const Batch b = t.train_batch(0, 256, 5);
     const torch::Tensor pos = (b.targets != kIgnoreIndex).nonzero().select(1, 1).to(torch::kDouble);
@@ -165,7 +149,7 @@ TEST_CASE("mqar: power_a concentrates queries near the key-value block", "[job][
 }
 
 TEST_CASE("passkey: landmark template, key digits scored, uniform depth", "[job][tasks]") {
-  auto t = make("task: {name: passkey, seq_len: 300, intro: false}");
+  auto t = make_task("task: {name: passkey, seq_len: 300, intro: false}");
   t->prepare({300, 600});
   const Batch b = t->train_batch(0, 64, 2);
   double depth_sum = 0;
@@ -205,7 +189,7 @@ TEST_CASE("passkey: landmark template, key digits scored, uniform depth", "[job]
 }
 
 TEST_CASE("copy: $ s | s . layout, only the copy scored, longer strings at eval", "[job][tasks]") {
-  auto t = make("task: {name: copy, seq_len: 41, alphabet: 4}");
+  auto t = make_task("task: {name: copy, seq_len: 41, alphabet: 4}");
   t->prepare({41, 81});
   const Batch b = t->train_batch(0, 32, 3);
   for (int64_t r = 0; r < 32; ++r) {
@@ -239,7 +223,7 @@ TEST_CASE("copy: $ s | s . layout, only the copy scored, longer strings at eval"
 
 TEST_CASE("selective_copy: data tokens among noise, emitted in order after the copy token",
           "[job][tasks]") {
-  auto t = make("task: {name: selective_copy, seq_len: 40, vocab_size: 8, num_tokens: 4}");
+  auto t = make_task("task: {name: selective_copy, seq_len: 40, vocab_size: 8, num_tokens: 4}");
   t->prepare({40, 80});
   const Batch b = t->train_batch(0, 16, 4);
   for (int64_t r = 0; r < 16; ++r) {
@@ -263,7 +247,7 @@ TEST_CASE("selective_copy: data tokens among noise, emitted in order after the c
 }
 
 TEST_CASE("niah: needles in filler, the asked key's value scored", "[job][tasks]") {
-  auto t = make("task: {name: niah, seq_len: 700, num_needles: 3, intro: false}");
+  auto t = make_task("task: {name: niah, seq_len: 700, num_needles: 3, intro: false}");
   t->prepare({700});
   const Batch b = t->train_batch(0, 16, 5);
   for (int64_t r = 0; r < 16; ++r) {
@@ -299,7 +283,7 @@ TEST_CASE("niah: needles in filler, the asked key's value scored", "[job][tasks]
 TEST_CASE("text: windows inside documents, non-overlapping eval windows, splits by document",
           "[job][tasks]") {
   const std::string dir = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/text_corpus";
-  auto t = make("task: {name: text, seq_len: 64, path: '" + dir + "'}");
+  auto t = make_task("task: {name: text, seq_len: 64, path: '" + dir + "'}");
   t->prepare({64, 128});
   auto slurp = [](const std::string& p) {
     std::ifstream in(p);
@@ -346,7 +330,7 @@ TEST_CASE("text: windows inside documents, non-overlapping eval windows, splits 
 TEST_CASE("text: missing, empty and non-UTF-8 corpora are DataErrors", "[job][tasks]") {
   jobtest::TempDir tmp;
   // Missing default corpus: names the setup step.
-  auto missing = make("task: {name: text, path: " + tmp.str() + "/data/brown}");
+  auto missing = make_task("task: {name: text, path: " + tmp.str() + "/data/brown}");
   try {
     missing->prepare({});
     FAIL("expected DataError");
@@ -354,7 +338,7 @@ TEST_CASE("text: missing, empty and non-UTF-8 corpora are DataErrors", "[job][ta
     REQUIRE(std::string(e.what()).find("scripts/fetch_brown.sh") != std::string::npos);
   }
   // A relative path names every place looked: the current folder and the experiment's folder.
-  auto relative = make("task: {name: text, path: no_such_corpus}", tmp.str());
+  auto relative = make_task("task: {name: text, path: no_such_corpus}", tmp.str());
   try {
     relative->prepare({});
     FAIL("expected DataError");
@@ -367,12 +351,12 @@ TEST_CASE("text: missing, empty and non-UTF-8 corpora are DataErrors", "[job][ta
   }
   std::filesystem::create_directories(tmp.path / "empty");
   std::ofstream(tmp.path / "empty" / "a.txt").close();
-  auto empty = make("task: {name: text, path: " + tmp.str() + "/empty}");
+  auto empty = make_task("task: {name: text, path: " + tmp.str() + "/empty}");
   REQUIRE_THROWS_WITH(empty->prepare({}), Catch::Contains("is empty"));
   std::filesystem::create_directories(tmp.path / "latin1");
   std::ofstream(tmp.path / "latin1" / "a.txt") << "caf\xe9 au lait, and more text here";
   std::ofstream(tmp.path / "latin1" / "b.txt") << "plain ascii text";
-  auto bad = make("task: {name: text, path: " + tmp.str() + "/latin1}");
+  auto bad = make_task("task: {name: text, path: " + tmp.str() + "/latin1}");
   try {
     bad->prepare({});
     FAIL("expected DataError");
@@ -448,11 +432,12 @@ TEST_CASE("text packing: rows cross documents, starts marked, the crossing targe
   const std::string garden = slurp(dir + "/train/garden.txt"),
                     harbor = slurp(dir + "/train/harbor.txt");
   // 600 > the longest train document (562 bytes): only packing can make such rows.
-  auto none = make("task: {name: text, seq_len: 600, path: '" + dir + "'}");
+  auto none = make_task("task: {name: text, seq_len: 600, path: '" + dir + "'}");
   REQUIRE_THROWS_AS(none->prepare({64}), DataError);
-  auto packed = make("task: {name: text, seq_len: 600, packing: documents, path: '" + dir + "'}");
+  auto packed =
+      make_task("task: {name: text, seq_len: 600, packing: documents, path: '" + dir + "'}");
   auto concat =
-      make("task: {name: text, seq_len: 600, packing: concatenated, path: '" + dir + "'}");
+      make_task("task: {name: text, seq_len: 600, packing: concatenated, path: '" + dir + "'}");
   packed->prepare({64});
   concat->prepare({64});
   CHECK_THAT(packed->packed_documents_setting(), Contains("task.packing"));
@@ -491,7 +476,7 @@ TEST_CASE("text packing: rows cross documents, starts marked, the crossing targe
     }
   }
   // Eval is unchanged by packing: windows inside validation documents.
-  auto short_none = make("task: {name: text, seq_len: 64, path: '" + dir + "'}");
+  auto short_none = make_task("task: {name: text, seq_len: 64, path: '" + dir + "'}");
   CHECK(
       torch::equal(packed->eval_set(128, 100, 0).tokens, short_none->eval_set(128, 100, 0).tokens));
   // A 1-byte train document scores nothing when packed (its only target crosses into the next).
@@ -502,7 +487,7 @@ TEST_CASE("text packing: rows cross documents, starts marked, the crossing targe
   std::ofstream(tmp.path / "train" / "b.txt") << "a longer train document of many bytes";
   std::ofstream(tmp.path / "validation" / "v.txt") << "a validation document";
   auto one_byte =
-      make("task: {name: text, seq_len: 8, packing: documents, path: '" + tmp.str() + "'}");
+      make_task("task: {name: text, seq_len: 8, packing: documents, path: '" + tmp.str() + "'}");
   REQUIRE_THROWS_WITH(one_byte->prepare({8}),
                       Contains("at least 2 bytes") && Contains("a.txt") && Contains("has 1 byte"));
   {

@@ -9,33 +9,24 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
+#include "support/task_support.h"
 
 using namespace hybridlab;
+using hybridlab::test::make_task;
+using hybridlab::test::row_text;
+using hybridlab::test::row_vec;
+using hybridlab::test::task_error;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace validation_split_test {
-namespace {
-
-std::shared_ptr<Task> make(const std::string& yaml) {
-  Config cfg = Config::parse(yaml);
-  auto t = read_task(cfg.section("task"), {});
-  cfg.raise_errors();
-  return t;
-}
-
-std::vector<int64_t> row_vec(const torch::Tensor& row) {
-  const torch::Tensor c = row.contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("validation split: synthetic tasks draw from the train buckets, never an eval row",
           "[job][tasks][tuning]") {
   for (const char* yaml : {"task: {name: mqar, seq_len: 32, vocab_size: 32, num_kv_pairs: 4}",
                            "task: {name: copy, seq_len: 32, alphabet: 4}"}) {
     INFO(yaml);
-    auto t = make(yaml);
+    auto t = make_task(yaml);
     t->prepare({32});
     const Batch ev = t->eval_set(32, 64, 7);
     const Batch val = t->validation_set(32, 64, 7, {32}, 64);
@@ -52,7 +43,7 @@ TEST_CASE("validation split: synthetic tasks draw from the train buckets, never 
   }
   // Copy's validation strings are eval-like: the upper half of what the length holds,
   // U[(32-3)/4+1, (32-3)/2] = U[8, 14]; the separator '|' sits right after the string.
-  auto copy = make("task: {name: copy, seq_len: 32, alphabet: 4}");
+  auto copy = make_task("task: {name: copy, seq_len: 32, alphabet: 4}");
   const Batch v = copy->validation_set(32, 64, 3, {32}, 64);
   for (int64_t i = 0; i < v.tokens.size(0); ++i) {
     const auto row = row_vec(v.tokens[i]);
@@ -65,7 +56,7 @@ TEST_CASE("validation split: synthetic tasks draw from the train buckets, never 
 TEST_CASE("validation split: text windows no eval window at any length touches",
           "[job][tasks][tuning]") {
   const std::string dir = std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/text_corpus";
-  auto t = make("task: {name: text, seq_len: 64, path: '" + dir + "'}");
+  auto t = make_task("task: {name: text, seq_len: 64, path: '" + dir + "'}");
   t->prepare({64, 128});
   std::ifstream in(dir + "/validation/station.txt");
   const std::string station((std::istreambuf_iterator<char>(in)), {});

@@ -371,7 +371,8 @@ TEST_CASE("model summary CLI prints the layer table and totals", "[model][cli]")
   {
     std::ofstream f(yaml);
     f << "model:\n  d_model: 32\n  layers: {pattern: GGA, repeat: 2}\n"
-         "  overrides:\n    5: {window: 16}\ntask: {seq_len: 128}\n";
+         "  overrides:\n    5: {window: 16}\n"
+         "task: {name: mqar, seq_len: 128, vocab_size: 64, num_kv_pairs: 4}\n";
   }
   const std::string cmd = std::string("HYBRIDLAB_PLUGIN_PATH=") + HYBRIDLAB_TEST_PLUGIN_DIR + " " +
                           HYBRIDLAB_CLI + " model summary " + yaml + " model.vocab_size=64 2>&1";
