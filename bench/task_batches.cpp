@@ -103,7 +103,11 @@ void BM_RulerCwe(benchmark::State& s) {
 void BM_RulerFwe(benchmark::State& s) {
   run(s, {hybrid(256), "{name: ruler_fwe, seq_len: 1024}", 16});
 }
+void BM_FuzzyRecall(benchmark::State& s) {
+  run(s, {hybrid(16), "{name: fuzzy_recall, seq_len: 128}", 32});
+}
 BENCHMARK(BM_FlipFlop)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FuzzyRecall)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RulerCwe)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RulerFwe)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RulerVt)->Iterations(1)->Unit(benchmark::kMillisecond);

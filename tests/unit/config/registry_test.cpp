@@ -53,10 +53,10 @@ TEST_CASE("registry: mixer types by name and letter; tasks", "[registry]") {
   REQUIRE(m.types().size() == 2);
 
   const std::vector<std::string> all = {
-      "algorithmic",    "copy",      "flip_flop",   "in_context_recall",
-      "memorization",   "mqar",      "niah",        "noisy_recall",
-      "passkey",        "ruler_cwe", "ruler_fwe",   "ruler_vt",
-      "selective_copy", "text",      "word_problem"};
+      "algorithmic",       "copy",           "flip_flop", "fuzzy_recall",
+      "in_context_recall", "memorization",   "mqar",      "niah",
+      "noisy_recall",      "passkey",        "ruler_cwe", "ruler_fwe",
+      "ruler_vt",          "selective_copy", "text",      "word_problem"};
   REQUIRE(tasks::task_registry().names() == all);
   REQUIRE(task_types().size() == all.size());
   for (size_t i = 0; i < all.size(); ++i) REQUIRE(task_types()[i].name == all[i]);  // by name
