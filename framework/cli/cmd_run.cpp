@@ -309,6 +309,8 @@ void add_run_folder_command(CLI::App& app) {
   folder->callback([folder_args] {
     install_stop_handlers(/*second_signal_exits=*/false);  // see install_stop_handlers
     const FolderArgs& a = *folder_args;
+    // A crash in plugin code: the parent records the signal and, from this note, the layer.
+    install_fatal_signal_note(RunFolder(a.dir).fault_note_path());
     // A step that never ends must not keep a stopped or orphaned child alive with the lock.
     end_after_stop_grace(a.dir, stop_grace_seconds());
     const auto lock = a.lock_fd >= 0 ? std::make_unique<RunLock>(RunLock::adopt(a.lock_fd, a.dir))

@@ -139,6 +139,18 @@ TEST_CASE("plugin faults: a plugin crash in eval and generate is named, results.
   CHECK_THAT(analyze.out, Contains("hybridlab analyze: killed by signal 11") &&
                               Contains("layer 0 (mixer 'misbehaving_mixer'"));
   CHECK(slurp(run / "results.json") == before);
+
+  // In a run's child: the run is recorded crashed by the signal, in the layer that crashed.
+  const auto crashed =
+      cli("run " + q(yaml) + " --runs-dir " + q(tmp.path / "again") + " --quiet --no-report", 300);
+  INFO(crashed.out);
+  CHECK(crashed.code == 1);
+  const fs::path again = tmp.path / "again" / "faults" / "main";
+  const std::string error = json_of(again / "status.json").value("error", "");
+  INFO(error);
+  CHECK_THAT(error, Contains("crashed: killed by signal 11 (Segmentation fault) in layer 0 "
+                             "(mixer 'misbehaving_mixer', plugin '"));
+  CHECK_FALSE(fs::exists(again / "fault.txt"));
 }
 
 TEST_CASE("plugin faults: a bad shape or a LibTorch error mid-training names the layer",

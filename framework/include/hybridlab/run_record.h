@@ -11,6 +11,8 @@
 //   metrics.jsonl  per-step training log (written by the trainer)
 //   checkpoint/    state.pt (written by the trainer)
 //   lock           the per-run lock (flock), holding the pid of its holder
+//   fault.txt      where a crashed child was ("in layer 2 (...)"), written by its signal handler
+//                  and removed by the parent once read into status.json
 // Every file is written atomically (temp file + rename). No other code reads or writes
 // status.json, run.json, source.yaml or results.json.
 
@@ -155,6 +157,7 @@ class RunFolder {
 
   std::string metrics_path() const;
   std::string checkpoint_path() const;  ///< checkpoint/state.pt
+  std::string fault_note_path() const;  ///< fault.txt (see the file list above)
 
  private:
   std::string dir_;

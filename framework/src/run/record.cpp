@@ -170,6 +170,8 @@ RunFolder::RunFolder(std::string dir) : dir_(std::move(dir)) {}
 
 std::string RunFolder::metrics_path() const { return (fs::path(dir_) / "metrics.jsonl").string(); }
 
+std::string RunFolder::fault_note_path() const { return (fs::path(dir_) / "fault.txt").string(); }
+
 std::string RunFolder::checkpoint_path() const {
   return (fs::path(dir_) / "checkpoint" / "state.pt").string();
 }

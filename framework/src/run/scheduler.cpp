@@ -23,6 +23,7 @@
 #include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/console.h"
+#include "util/fault_context.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;
@@ -238,6 +239,8 @@ void child_ended(const RunJob& job, int status, double secs, const ScheduleOptio
     return;
   } else if (WIFSIGNALED(status)) {
     error = "crashed: " + signal_text(WTERMSIG(status));
+    const std::string where = take_fatal_signal_note(RunFolder(job.dir).fault_note_path());
+    if (!where.empty()) error += " " + where;
   } else {
     const RunStatus st = RunFolder(job.dir).status();
     error = st.state == RunState::kFailed && !st.error.empty()

@@ -2,11 +2,15 @@
 
 #include "util/fault_context.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace hybridlab {
 namespace {
@@ -15,16 +19,46 @@ namespace {
 // (signal-safety(7)).
 std::atomic<const char*> g_layer{nullptr};
 std::atomic<const char*> g_command{"hybridlab"};
+// A run's child: the file that receives where the fault happened, for the parent to read once
+// the child is dead (install_fatal_signal_note).
+std::atomic<const char*> g_note{nullptr};
 
-void write_text(const char* s) {
+void write_text(const char* s, int fd = STDERR_FILENO) {
   if (!s) return;
   size_t n = std::strlen(s);
   while (n > 0) {
-    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    const ssize_t w = ::write(fd, s, n);
     if (w <= 0) return;
     s += w;
     n -= static_cast<size_t>(w);
   }
+}
+
+// "in layer 2 (...)" or "outside the model's layers", to `fd`.
+void write_where(int fd) {
+  const char* layer = g_layer.load();
+  if (layer && *layer) {
+    write_text("in ", fd);
+    write_text(layer, fd);
+  } else {
+    write_text("outside the model's layers", fd);
+  }
+}
+
+// A run's child leaves the note and then dies by the same signal, so that its parent records the
+// signal as it would without the handler (SA_RESETHAND restored the default action).
+[[noreturn]] void note_and_reraise(int sig, const char* note) {
+  const int fd = ::open(note, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    write_where(fd);
+    ::close(fd);
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);
 }
 
 // strsignal() is not async-signal-safe: the names of the signals handled, fixed.
@@ -50,12 +84,11 @@ void on_fatal_signal(int sig) {
   write_text(g_command.load());
   write_text(": killed by signal ");
   write_text(signal_text(sig));
-  const char* layer = g_layer.load();
-  if (layer && *layer) {
-    write_text(" in ");
-    write_text(layer);
-  } else {
-    write_text(" outside the model's layers");
+  write_text(" ");
+  write_where(STDERR_FILENO);
+  if (const char* note = g_note.load()) {
+    write_text("\n");
+    note_and_reraise(sig, note);
   }
   write_text("; files written before are unchanged\n");
   ::_exit(1);
@@ -71,6 +104,25 @@ LayerFaultScope::~LayerFaultScope() { g_layer.store(previous_); }
 std::string current_layer_label() {
   const char* layer = g_layer.load();
   return layer ? layer : "";
+}
+
+void install_fatal_signal_note(const std::string& note_path) {
+  // Kept for the life of the process: the handler reads it.
+  static std::string path;
+  path = note_path;
+  g_note.store(path.c_str());
+  install_fatal_signal_report("run");
+}
+
+std::string take_fatal_signal_note(const std::string& note_path) {
+  std::ifstream in(note_path);
+  if (!in) return "";
+  std::string where;
+  std::getline(in, where);
+  in.close();
+  std::error_code ec;
+  std::filesystem::remove(note_path, ec);
+  return where;
 }
 
 void install_fatal_signal_report(const char* command) {

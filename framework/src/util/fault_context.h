@@ -32,4 +32,14 @@ std::string current_layer_label();
 /// must be a string literal (kept as a pointer).
 void install_fatal_signal_report(const char* command);
 
+/// For a run's child process: the same report on stderr, then "in layer 2 (...)" written to
+/// `note_path` (open/write only: async-signal-safe), and the child dies by the same signal, so
+/// that its parent records the crash as before and names the layer from the note
+/// (take_fatal_signal_note).
+void install_fatal_signal_note(const std::string& note_path);
+
+/// The first line of the note a crashed child left at `note_path` ("in layer 2 (mixer 'q',
+/// plugin '/p/q.so')"), removing the file; "" when there is none. Never throws.
+std::string take_fatal_signal_note(const std::string& note_path);
+
 }  // namespace hybridlab
