@@ -81,8 +81,11 @@ bool diverged(const std::vector<LossPoint>& curve, const HealthThresholds& t) {
   if (means.size() < 2) return false;
   const double last = mean_loss(tail(curve, t.tail_fraction));
   const double best = *std::min_element(means.begin(), means.end());
+  // A rise counts only when it is a visible share of where the run started: a solved run whose
+  // loss wanders between 1e-8 and 5e-8 nats is five times its best, yet nothing diverged.
+  const bool rose = last - best > t.still_learning_drop * means.front();
   return last > means.front() * (1 + t.still_learning_drop) ||
-         (best > 0 && last > t.divergence_factor * best);
+         (best > 0 && last > t.divergence_factor * best && rose);
 }
 
 namespace {

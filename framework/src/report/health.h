@@ -12,7 +12,8 @@
 //    chance level and a perfect score (1 for accuracies, 0 for losses and bits);
 //  - diverged: a non-finite loss was logged, or the mean loss of the last window is above the
 //    mean of the first one (by more than `still_learning_drop`), or above `divergence_factor` times
-//    the lowest window mean.
+//    the lowest window mean by more than `still_learning_drop` of the first window's mean (a
+//    solved run's loss near zero doubles by noise alone).
 
 #include <cstdint>
 #include <string>

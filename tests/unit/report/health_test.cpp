@@ -93,6 +93,21 @@ TEST_CASE("health: diverged on a NaN or a loss that blows up", "[report][health]
   const auto fine = curve(1000, [](int64_t s) { return 5.0 - 0.004 * static_cast<double>(s); });
   REQUIRE_FALSE(diverged(fine));
   REQUIRE_FALSE(diverged({}));
+  // Solved: 0.7 nats down to 1e-8 by step 500, flat there, then noise between 1e-8 and 9e-8 from
+  // step 800. The last window (mean 5e-8) is 5 x the best (1e-8), but the rise of 4e-8 is far
+  // under 2% of the first window's mean, so nothing diverged (solved flip_flop runs read so).
+  const auto solved_noise = curve(1000, [](int64_t s) {
+    if (s <= 500) return 0.7 * (1.0 - static_cast<double>(s) / 500.0) + 1e-8;
+    if (s < 800) return 1e-8;
+    return s % 2 == 0 ? 1e-8 : 9e-8;
+  });
+  REQUIRE_FALSE(diverged(solved_noise));
+  // The same rise from a best of 0.1 to 0.3 nats is divergence.
+  const auto real_rise = curve(1000, [](int64_t s) {
+    if (s <= 500) return 0.7 - 0.0012 * static_cast<double>(s);
+    return s < 800 ? 0.1 : 0.3;
+  });
+  REQUIRE(diverged(real_rise));
 }
 
 TEST_CASE("health: at chance against the task's chance level", "[report][health]") {
