@@ -78,7 +78,8 @@ void collect_schemes(const YAML::Node& n, std::set<std::string>& out) {
       // The file's checks without this machine's: a GPU experiment is read on a laptop too.
       if (!on_this_machine && vc.lookup("runtime.device").IsDefined())
         vc.set("runtime.device", YAML::Node("cpu"), vc.location("runtime.device"));
-      BuiltRun b = build_run(vc, config_dir);
+      // One thread: the parent's pool did not survive fork(), and building is not worth more.
+      BuiltRun b = build_run(vc, config_dir, 1);
       // Eval variants are built too, and matched against the trained parameters, so that a
       // mistake in one is refused now rather than after training.
       for (const EvalVariant& ev : b.exp.eval.variants) {
