@@ -1,6 +1,7 @@
 // One training step (forward and backward) of each recurrent mixer at the same width: the built-in
-// Gated DeltaNet against the mixer plugins DeltaNet, Mamba2 and Kimi Delta Attention (chunked
-// forms, the plugins from the build's plugin folder), at B = 4, T = 512, d_model 128, d_k 64.
+// Gated DeltaNet (with and without negative eigenvalues) against the mixer plugins DeltaNet,
+// Mamba2, Kimi Delta Attention and Gated DeltaProduct with 2 and 4 steps per token (chunked forms,
+// the plugins from the build's plugin folder), at B = 4, T = 512, d_model 128, d_k 64.
 // Interleaved rounds, best call per mixer (robust to a shared machine); BM_MixerTrainSummary
 // reports tokens/s of each and its time relative to Gated DeltaNet (`vs_gdn_<name>`; 1 = as fast,
 // 2 = twice as slow), so the ratios come from one run.
@@ -33,17 +34,25 @@ std::vector<std::pair<std::string, std::shared_ptr<hybridlab::Mixer>>> mixers(
   g.head_dim = 64;
   g.expand_v = 1.0;
   out.emplace_back("gated_deltanet", std::make_shared<hybridlab::GatedDeltaNet>(g, kWidth));
-  const std::vector<std::pair<std::string, std::string>> plugins = {
-      {"deltanet", "{num_heads: 2}"},
-      {"mamba2", "{d_state: 64, headdim: 64, chunk_size: 64}"},
-      {"kda", "{num_heads: 2}"}};
+  g.allow_neg_eigval = true;  // β ∈ (0, 2): the same kernels, so the same time
+  out.emplace_back("gated_deltanet_neg", std::make_shared<hybridlab::GatedDeltaNet>(g, kWidth));
+  struct Plugin {
+    std::string label, name, yaml;
+  };
+  const std::vector<Plugin> plugins = {
+      {"deltanet", "deltanet", "{num_heads: 2}"},
+      {"mamba2", "mamba2", "{d_state: 64, headdim: 64, chunk_size: 64}"},
+      {"kda", "kda", "{num_heads: 2}"},
+      {"deltaproduct_nh2", "gated_deltaproduct", "{num_heads: 2, expand_v: 1}"},
+      {"deltaproduct_nh4", "gated_deltaproduct",
+       "{num_heads: 2, expand_v: 1, num_householder: 4}"}};
   hybridlab::MixerContext ctx;
   ctx.d_model = kWidth;
   ctx.train_length = ctx.max_length = kLength;
-  for (const auto& [name, yaml] : plugins) {
-    hybridlab::Config cfg = hybridlab::Config::parse(yaml, "bench.yaml");
+  for (const Plugin& p : plugins) {
+    hybridlab::Config cfg = hybridlab::Config::parse(p.yaml, "bench.yaml");
     hybridlab::Section params = cfg.root();
-    out.emplace_back(name, host.create_mixer(name, params, ctx));
+    out.emplace_back(p.label, host.create_mixer(p.name, params, ctx));
   }
   return out;
 }

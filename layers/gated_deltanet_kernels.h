@@ -81,11 +81,6 @@ GatedDeltaResult chunk_gated_delta_rule_fused(const torch::Tensor& q, const torc
 /// Lowest log decay the gate returns (α = e^g is exactly 0 below it in fp32 and fp64 alike).
 constexpr double kMinLogDecay = -1e4;
 
-/// g = −exp(A_log)·softplus(a + dt_bias) (Mamba2 parameterisation), computed in fp32 (fp64 for
-/// fp64 a): exp(A_log) is clamped to the fp32 maximum, softplus takes its linear branch above 20
-/// and g is floored at kMinLogDecay, so g is finite and ≤ 0 for any input. a [..., H], A_log and
-/// dt_bias [H].
-torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
-                               const torch::Tensor& dt_bias);
+// gated_delta_gate (hybridlab/mixer_ops.h) floors g at kMinLogDecay.
 
 }  // namespace hybridlab

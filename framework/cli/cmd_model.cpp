@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -73,12 +74,15 @@ void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ost
       "position: {}\n\n",
       s.d_model, s.vocab_size, s.layers.size(), letters, s.tied_embeddings ? "tied" : "untied",
       s.input_position.empty() ? "none" : s.input_position);
-  out << fmt::format("{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}\n", "layer",
-                     "mixer", "position", "hooks", "params", "state", "kv/token", "FLOP/token",
-                     "details");
+  // The mixer column fits its longest entry ("P gated_deltaproduct"), at least 17 wide.
+  size_t mixer_width = 17;
+  for (const auto& l : s.layers) mixer_width = std::max(mixer_width, l.mixer.size() + 2);
+  out << fmt::format("{:>5}  {:<{}} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}\n", "layer",
+                     "mixer", mixer_width, "position", "hooks", "params", "state", "kv/token",
+                     "FLOP/token", "details");
   for (const auto& l : s.layers) {
-    out << fmt::format("{:>5}  {:<17} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
-                       std::string(1, l.letter) + " " + l.mixer, l.position,
+    out << fmt::format("{:>5}  {:<{}} {:<10} {:<16} {:>10} {:>10} {:>10} {:>11}  {}{}\n", l.index,
+                       std::string(1, l.letter) + " " + l.mixer, mixer_width, l.position,
                        l.pairwise || l.position_hooks ? hook_names(l.position_hooks) : "-",
                        count(static_cast<double>(l.parameters)),
                        count(static_cast<double>(l.state_floats)),

@@ -95,6 +95,14 @@ GatedDeltaResult chunk_kda(const torch::Tensor& q, const torch::Tensor& k, const
                            const torch::Tensor& g, const torch::Tensor& beta, double scale,
                            const torch::Tensor& h0 = {}, int64_t chunk_size = 16);
 
+/// Gated DeltaNet's decay gate (eq. 10 of Yang et al. 2025; Mamba2's parameterisation):
+/// g = −exp(A_log)·softplus(a + dt_bias), computed in fp32 (fp64 for fp64 a). exp(A_log) is
+/// clamped to the fp32 maximum, softplus takes its linear branch above 20 and g is floored at
+/// −1e4 (α = e^g is exactly 0 there), so g is finite and ≤ 0 for any input. a [..., H] (the
+/// projection W_a x), A_log and dt_bias [H]; returns [..., H].
+torch::Tensor gated_delta_gate(const torch::Tensor& a, const torch::Tensor& A_log,
+                               const torch::Tensor& dt_bias);
+
 /// What short_conv returns.
 struct ShortConvResult {
   torch::Tensor y;      ///< [B,T,C], after SiLU

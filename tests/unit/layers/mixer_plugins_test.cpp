@@ -13,6 +13,7 @@
 
 #include "hybridlab/mixer_ops.h"
 #include "layers_test_util.h"
+#include "mixer_plugin_test_util.h"
 #include "model/hybrid_model.h"
 #include "model/model_options.h"
 
@@ -22,62 +23,9 @@ using Catch::Matchers::Contains;
 namespace mixer_plugins_test {
 namespace {
 
-MixerContext small_mixer_context(int64_t d_model = 32) {
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.train_length = 64;
-  ctx.max_length = 64;
-  return ctx;
-}
-
-std::shared_ptr<Mixer> make_mixer(PluginHost& host, const std::string& name,
-                                  const std::string& yaml, int64_t d_model = 32,
-                                  bool fused = true) {
-  Config cfg = Config::parse(yaml, "test.yaml");
-  Section params = cfg.root();
-  MixerContext ctx = small_mixer_context(d_model);
-  ctx.fused_kernels = fused;
-  return host.create_mixer(name, params, ctx);
-}
-
-// Copies every parameter of `from` into `to` (same plugin, same shapes).
-void copy_parameters(Mixer& from, Mixer& to) {
-  torch::NoGradGuard no_grad;
-  auto src = from.named_parameters();
-  for (auto& p : to.named_parameters()) p.value().copy_(src[p.key()]);
-}
-
-// The mixer `name` with `settings` in chunk mode against mode: recurrent with the same weights
-// (fp32 1e-4, fp64 1e-10, T tokens), then the chunked layer's gradients in fp64 against finite
-// differences for its input and the parameters `params`.
-void check_chunked_layer(PluginHost& host, const std::string& name, const std::string& settings,
-                         int64_t d_model, int64_t T, const std::vector<std::string>& params,
-                         bool fused = true) {
-  auto chunk = make_mixer(host, name, "{" + settings + "}", d_model, fused);
-  auto recurrent = make_mixer(host, name, "{" + settings + ", mode: recurrent}", d_model, fused);
-  copy_parameters(*chunk, *recurrent);
-  const torch::Tensor pos = torch::arange(T);
-  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    CAPTURE(dtype);
-    chunk->to(dtype);
-    recurrent->to(dtype);
-    torch::NoGradGuard no_grad;
-    const torch::Tensor x = torch::randn({2, T, d_model}, dtype);
-    CHECK(test::max_abs_diff(chunk->forward(x, pos, nullptr), recurrent->forward(x, pos, nullptr)) <
-          (dtype == torch::kDouble ? 1e-10 : 1e-4));
-  }
-  const torch::Tensor x = torch::randn({1, 9, d_model}, torch::kDouble).requires_grad_(true);
-  const torch::Tensor w = torch::randn({1, 9, d_model}, torch::kDouble);
-  auto loss = [&] { return (chunk->forward(x, pos.slice(0, 0, 9), nullptr) * w).sum(); };
-  loss().backward();
-  CHECK(test::err_ratio(x.grad(), test::numeric_grad(loss, x.detach())) < 1e-6);
-  for (const std::string& param : params) {
-    CAPTURE(param);
-    torch::Tensor p = chunk->named_parameters()[param];
-    const torch::Tensor analytic = p.grad().clone();
-    CHECK(test::err_ratio(analytic, test::numeric_grad(loss, p.detach())) < 1e-6);
-  }
-}
+using test::check_chunked_layer;
+using test::copy_parameters;
+using test::make_mixer;
 
 // The delta rule without decay, one head: S0 [dk,dv] and (k, v, β) per step; returns S_T.
 torch::Tensor delta_rule_state(const torch::Tensor& k, const torch::Tensor& v,
@@ -155,8 +103,10 @@ TEST_CASE("mixer plugins: deltanet's settings are read strictly", "[mixer][plugi
   CHECK_THAT(huge, !Contains("problems"));
 }
 
-TEST_CASE("mixer plugins: mamba2's and kda's bad settings are one located error each",
-          "[mixer][plugins]") {
+TEST_CASE(
+    "mixer plugins: mamba2's, kda's and gated_deltaproduct's bad settings are one located error "
+    "each",
+    "[mixer][plugins]") {
   auto host = test::test_host();
   auto config_error = [&](const std::string& name, const std::string& yaml) {
     try {
@@ -175,6 +125,11 @@ TEST_CASE("mixer plugins: mamba2's and kda's bad settings are one located error 
       {"kda", "{head_dim: 100000}", "head_dim: must be in [0, 1024]"},
       {"kda", "{lower_bound: -1.0e+39}", "lower_bound: must be 0"},
       {"kda", "{num_heads: 4096}", "num_heads: must be in [1, 1024]"},
+      {"gated_deltaproduct", "{num_householder: 0}", "num_householder: must be in [1, 16]"},
+      {"gated_deltaproduct", "{num_householder: 100000}", "num_householder: must be in [1, 16]"},
+      {"gated_deltaproduct", "{num_householder: two}", "num_householder"},
+      {"gated_deltaproduct", "{num_v_heads: 6}", "num_v_heads: must be a multiple of num_heads"},
+      {"gated_deltaproduct", "{allow_neg_eigval: 2}", "allow_neg_eigval"},
   };
   for (const auto& [name, yaml, want] : cases) {
     CAPTURE(name, yaml);
