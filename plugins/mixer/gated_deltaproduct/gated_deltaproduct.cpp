@@ -131,7 +131,7 @@ class GatedDeltaProduct : public Mixer {
     const bool fused = o_.fused_kernels;
     auto conv = [&](torch::nn::Linear& p, const torch::Tensor& w, torch::Tensor* tail) {
       if (!o_.use_short_conv) return torch::silu(p(x));
-      return hybridlab::short_conv_with_tail(p(x), w, cache ? tail : nullptr, fused);
+      return hybridlab::short_conv_with_tail(p(x), w, tail, fused);  // tail: null without a cache
     };
     torch::Tensor q = conv(q_proj, q_conv, cache ? &cache->conv_q : nullptr);  // [B,T,kw]
     torch::Tensor k = conv(k_proj, k_conv, cache ? &cache->conv_k : nullptr);  // [B,T,n_h·kw]
