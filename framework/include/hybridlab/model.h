@@ -86,7 +86,8 @@ class LanguageModel : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& tokens) = 0;
   /// Continues `cache`: tokens [B,T] get positions cache.length .. cache.length+T-1; returns
   /// their logits [B,T,vocab_size] and advances the cache. Prefill then one-token steps equals one
-  /// forward() over the whole sequence (tested per mixer and scheme).
+  /// forward() over the whole sequence (tested per mixer and scheme). Throws UserError for a
+  /// model that is not causal (`model.head: autoencoder`).
   virtual torch::Tensor forward(const torch::Tensor& tokens, DecodeCache& cache) = 0;
   /// Packed rows: tokens [B,T] int64 holding several documents per row, document_starts [B,T]
   /// bool true at each document's first token (a row's first token always starts one) → logits

@@ -123,6 +123,11 @@ class Task {
   /// (`eval.scoring: generated`). Tasks scoring interleaved positions (MQAR queries) or every
   /// position (text) return false. Default: false.
   virtual bool answer_span() const { return false; }
+  /// Whether the task scores a sequence autoencoder rather than a causal language model (MAD's
+  /// compression): the model must be built with `model.head: autoencoder` (its last position
+  /// pools the row, an MLP decodes every position from it), and a model with that head serves no
+  /// other task. read_experiment refuses a mismatch at model.head. Default: false.
+  virtual bool autoencoder() const { return false; }
   /// Where training batches carry Batch::document_starts that the model must honour (text with
   /// `task.packing: documents`): "file:line:col: task.packing", for messages; "" otherwise.
   virtual std::string packed_documents_setting() const { return ""; }

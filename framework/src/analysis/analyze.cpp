@@ -83,7 +83,7 @@ std::pair<std::map<size_t, std::vector<torch::Tensor>>, std::vector<int64_t>> st
   const int64_t pieces = std::min<int64_t>(8, length);
   for (int64_t s = 0; s < pieces; ++s) {
     const int64_t t0 = s * length / pieces, t1 = (s + 1) * length / pieces;
-    model.forward(first.slice(1, t0, t1), *cache);
+    model.advance(first.slice(1, t0, t1), *cache);
     positions.push_back(t1);
     for (size_t i = 0; i < model.blocks().size(); ++i) {
       const MixerCache* c = HybridModel::layer_cache(*cache, i);

@@ -357,6 +357,29 @@ void check_vocabulary(Section& root, const Config& cfg, Experiment& e) {
   }
 }
 
+// A sequence autoencoder task (compression) and the model's head go together: a causal LM cannot
+// see the row it must reproduce, and an autoencoder's outputs are not next-token predictions.
+void check_head(Section& root, const Experiment& e) {
+  if (!e.task || !e.model) return;
+  const bool wanted = e.task->autoencoder();
+  if (wanted == (e.model->head == ModelHead::kAutoEncoder)) return;
+  Section model_s = root.child("model");
+  const std::string msg =
+      wanted ? fmt::format(
+                   "task {} scores a sequence autoencoder (every position decoded from the "
+                   "last); set model.head: autoencoder",
+                   e.task->name())
+             : fmt::format(
+                   "model.head autoencoder serves the compression task only; task {} "
+                   "scores next-token predictions, use causal_lm",
+                   e.task->name());
+  if (model_s.has("head")) {
+    model_s.error("head", msg);
+  } else {
+    root.child("task").error("name", msg);
+  }
+}
+
 // Evaluation settings the task cannot score (sliding windows, generated scoring).
 void check_eval_scoring(Section& root, const Experiment& e) {
   if (e.task && e.eval.stride > 0 && !e.task->per_position_curve()) {
@@ -489,6 +512,7 @@ Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& c
   e.train = read_train_options(root.child("train"));
   e.eval = read_eval_options(root.child("eval"), e.task ? e.task->seq_len() : 0);
   check_eval_scoring(root, e);
+  check_head(root, e);
   e.runtime = read_runtime_options(root.child("runtime"));
   if (cfg.errors().empty()) check_sizes(root, e);
   Section plugins = root.child("plugins");  // read again by make_plugin_host

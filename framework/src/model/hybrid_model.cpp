@@ -160,8 +160,14 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
     shared_schemes_.push_back(
         register_module("shared_position_" + std::to_string(shared_schemes_.size()), scheme));
   }
-  final_norm = register_module("final_norm",
-                               std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));
+  if (opts.head == ModelHead::kAutoEncoder) {
+    autoencoder = register_module(
+        "autoencoder_head",
+        std::make_shared<AutoEncoderHead>(D, V, opts.norm_eps, opts.init_std, opts.fused_kernels));
+  } else {
+    final_norm = register_module("final_norm",
+                                 std::make_shared<RMSNorm>(D, opts.norm_eps, opts.fused_kernels));
+  }
 }
 
 void HybridModel::label_blocks() {
@@ -190,7 +196,8 @@ void HybridModel::check_document_boundaries(const std::string& setting) const {
 }
 
 torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
-                               const PackedDocuments* documents, NonFiniteLayer* locate) {
+                               const PackedDocuments* documents, NonFiniteLayer* locate,
+                               bool head) {
   TORCH_CHECK(tokens.dim() == 2, "model: tokens must be [B,T], got ", tokens.sizes());
   const int64_t T = tokens.size(1);
   const torch::Tensor positions = torch::arange(
@@ -220,6 +227,8 @@ torch::Tensor HybridModel::run(const torch::Tensor& tokens, int64_t start, Decod
       return x;
     }
   }
+  if (!head) return x;
+  if (autoencoder) return autoencoder->forward(x, positions);
   x = final_norm->forward(x);
   const torch::Tensor& w = head_weight.defined() ? head_weight : embedding->weight;
   return opts_.fused_kernels && cpu_linear_applies(x, w) ? linear_cpu(x, w) : torch::linear(x, w);
@@ -267,12 +276,25 @@ torch::Tensor HybridModel::forward_packed(const torch::Tensor& tokens,
 }
 
 torch::Tensor HybridModel::forward(const torch::Tensor& tokens, DecodeCache& cache) {
+  if (autoencoder) {
+    throw UserError(
+        "model.head is autoencoder: every position is decoded from the row's last one, so the "
+        "model has no token-by-token decoding (generate, eval.scoring generated)");
+  }
   auto* hc = dynamic_cast<HybridCache*>(&cache);
   TORCH_CHECK(hc && hc->layers.size() == blocks_.size(),
               "model: the cache was not made by this model's new_cache()");
   torch::Tensor logits = run(tokens, cache.length, hc, nullptr);
   cache.length += tokens.size(1);
   return logits;
+}
+
+void HybridModel::advance(const torch::Tensor& tokens, DecodeCache& cache) {
+  auto* hc = dynamic_cast<HybridCache*>(&cache);
+  TORCH_CHECK(hc && hc->layers.size() == blocks_.size(),
+              "model: the cache was not made by this model's new_cache()");
+  run(tokens, cache.length, hc, nullptr, nullptr, false);
+  cache.length += tokens.size(1);
 }
 
 void HybridModel::set_ablation(const ModelAblation& a) {
@@ -358,7 +380,8 @@ ModelSummary HybridModel::summary(int64_t length) const {
   const double n = static_cast<double>(std::max<size_t>(blocks_.size(), 1));
   s.attention_share = pairwise / n;
   s.position_share = positional / n;
-  s.flops_per_token += 2.0 * opts_.d_model * opts_.vocab_size;  // head
+  s.flops_per_token += autoencoder ? autoencoder->flops_per_token()
+                                   : 2.0 * opts_.d_model * opts_.vocab_size;  // head
   return s;
 }
 

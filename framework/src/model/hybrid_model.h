@@ -12,6 +12,7 @@
 #include "hybridlab/model.h"
 #include "layers/mlp.h"
 #include "layers/norm.h"
+#include "model/autoencoder_head.h"
 #include "model/mixer.h"
 #include "model/model_options.h"
 #include "model/packed_documents.h"
@@ -80,6 +81,11 @@ class HybridModel : public LanguageModel {
   int64_t vocab_size() const override { return opts_.vocab_size; }
   int64_t d_model() const override { return opts_.d_model; }
 
+  /// Feeds tokens [B,T] through every layer's decoding cache (positions cache.length ..
+  /// cache.length+T-1) without the output head, and advances the cache: what the layers' states
+  /// hold after a prefix, for any head (model.head autoencoder has no token-by-token logits).
+  /// Throws c10::Error for a cache this model did not make.
+  void advance(const torch::Tensor& tokens, DecodeCache& cache);
   /// Applies `a` to every later forward; ModelAblation{} restores the trained model. Throws
   /// std::invalid_argument when `a.layers` is neither empty nor one entry per layer, or asks for
   /// something a layer cannot do (a state window on an attention layer, an attention knock-out
@@ -98,8 +104,10 @@ class HybridModel : public LanguageModel {
   void check_document_boundaries(const std::string& setting) const;
   // `locate` (nullptr: none): checks every part's output and stops at the first that is
   // non-finite at a finite input, naming it there (first_non_finite_layer).
+  // `head` false: returns the last block's output [B,T,D] instead of the logits.
   torch::Tensor run(const torch::Tensor& tokens, int64_t start, DecodeCache* cache,
-                    const PackedDocuments* documents, NonFiniteLayer* locate = nullptr);
+                    const PackedDocuments* documents, NonFiniteLayer* locate = nullptr,
+                    bool head = true);
   // One block's forward under its fault scope: what a plugin mixer throws becomes a PluginError
   // naming the layer and the plugin.
   torch::Tensor run_block(size_t i, const torch::Tensor& x, const torch::Tensor& positions,
@@ -113,7 +121,8 @@ class HybridModel : public LanguageModel {
   std::shared_ptr<PositionScheme> input_position;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::vector<std::shared_ptr<PositionScheme>> shared_schemes_;
-  std::shared_ptr<RMSNorm> final_norm;
+  std::shared_ptr<RMSNorm> final_norm;           ///< null with model.head autoencoder
+  std::shared_ptr<AutoEncoderHead> autoencoder;  ///< model.head autoencoder only
   bool no_input_position_ = false;
 };
 

@@ -26,9 +26,9 @@ bool parse_index(const std::string& text, int64_t& out) {
 
 // The keys of `model:` itself (besides mixer sections).
 bool is_model_key(const std::string& key) {
-  static const char* const keys[] = {"d_model",       "vocab_size", "norm_eps", "tie_embeddings",
-                                     "init_std",      "mlp",        "position", "layers",
-                                     "fused_kernels", "overrides"};
+  static const char* const keys[] = {"d_model",  "vocab_size", "norm_eps",     "tie_embeddings",
+                                     "init_std", "mlp",        "position",     "layers",
+                                     "head",     "overrides",  "fused_kernels"};
   for (const char* k : keys)
     if (key == k) return true;
   return false;
@@ -232,7 +232,22 @@ void read_overrides(Section ov, ModelOptions& o) {
   ov.finish();
 }
 
+ModelHead read_head(Section& s) {
+  const std::string name = s.get<std::string>("head", model_head_name(ModelHead::kCausalLM));
+  for (ModelHead h : {ModelHead::kCausalLM, ModelHead::kAutoEncoder})
+    if (name == model_head_name(h)) return h;
+  s.error("head", fmt::format("expected causal_lm (next-token logits at every position) or "
+                              "autoencoder (MAD's: every position decoded from the last; task "
+                              "compression), got '{}'",
+                              name));
+  return ModelHead::kCausalLM;
+}
+
 }  // namespace
+
+const char* model_head_name(ModelHead h) {
+  return h == ModelHead::kAutoEncoder ? "autoencoder" : "causal_lm";
+}
 
 std::shared_ptr<ModelOptions> read_model_options(Section s) {
   auto o = std::make_shared<ModelOptions>();
@@ -242,10 +257,13 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   o->tie_embeddings = s.get<bool>("tie_embeddings", o->tie_embeddings);
   o->init_std = s.get<double>("init_std", o->init_std);
   o->fused_kernels = s.get<bool>("fused_kernels", o->fused_kernels);
+  o->head = read_head(s);
   s.check(o->d_model > 0, "d_model", "must be > 0");
   s.check(o->vocab_size > 0, "vocab_size", "must be > 0");
   s.check(o->norm_eps > 0, "norm_eps", "must be > 0");
   s.check(o->init_std > 0, "init_std", "must be > 0");
+  s.check(o->head != ModelHead::kAutoEncoder || o->d_model >= 4, "head",
+          "autoencoder needs d_model >= 4 (its decoder positions take two frequencies at least)");
   if (o->d_model <= 0) o->d_model = 1;  // keep the checks below meaningful after an error
   o->mlp = read_mlp_options(s.child("mlp"));
   if (s.has("position")) o->position = read_position_spec(s.child("position"));

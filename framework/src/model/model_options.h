@@ -23,6 +23,15 @@ struct LayerSpec {
   bool overridden = false;
 };
 
+/// What the model outputs (`model.head`).
+enum class ModelHead {
+  kCausalLM,     ///< `causal_lm`: next-token logits at every position from that position's state
+  kAutoEncoder,  ///< `autoencoder`: every position decoded from the last (model/autoencoder_head.h)
+};
+
+/// The YAML name of `h` ("causal_lm", "autoencoder").
+const char* model_head_name(ModelHead h);
+
 struct ModelOptions {
   int64_t d_model = 256;
   int64_t vocab_size = 256;
@@ -36,6 +45,7 @@ struct ModelOptions {
   /// Fused CPU passes in training for the block and final RMSNorms and the SwiGLU gating; false
   /// keeps their LibTorch tensor forms (the reference for tests and benches).
   bool fused_kernels = true;
+  ModelHead head = ModelHead::kCausalLM;
   bool tie_embeddings = true;            ///< the head reuses the token embedding matrix
   double init_std = 0.02;                ///< std of the token embedding (and untied head) init
   std::optional<PositionSpec> position;  ///< model-level input scheme (embed hook)

@@ -10,7 +10,8 @@ std::vector<TaskType> register_builtin_tasks() {
           algorithmic_task_type(),  in_context_recall_task_type(),
           noisy_recall_task_type(), memorization_task_type(),
           ruler_vt_task_type(),     ruler_cwe_task_type(),
-          ruler_fwe_task_type(),    fuzzy_recall_task_type()};
+          ruler_fwe_task_type(),    fuzzy_recall_task_type(),
+          compression_task_type()};
 }
 
 const Registry<TaskType>& task_registry() {

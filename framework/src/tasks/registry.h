@@ -21,6 +21,7 @@ TaskType in_context_recall_task_type();
 TaskType noisy_recall_task_type();
 TaskType memorization_task_type();
 TaskType fuzzy_recall_task_type();
+TaskType compression_task_type();
 TaskType ruler_vt_task_type();
 TaskType ruler_cwe_task_type();
 TaskType ruler_fwe_task_type();

@@ -57,4 +57,26 @@ TEST_CASE("an unset model.vocab_size follows the task's vocabulary", "[job]") {
   CHECK(cfg.resolved()["model"]["vocab_size"].as<int64_t>() == 1000);
 }
 
+TEST_CASE("the compression task and model.head autoencoder go together, refused at the key",
+          "[job]") {
+  const std::string unset = config_error(
+      "model: {d_model: 16, layers: A}\n"
+      "task: {name: compression}\n");
+  INFO(unset);
+  CHECK_THAT(unset, Catch::Contains("exp.yaml:2:") && Catch::Contains("task.name") &&
+                        Catch::Contains("set model.head: autoencoder"));
+  const std::string causal = config_error(
+      "model: {d_model: 16, layers: A, head: causal_lm}\n"
+      "task: {name: compression}\n");
+  CHECK_THAT(causal, Catch::Contains("exp.yaml:1:") && Catch::Contains("model.head"));
+  const std::string other = config_error(
+      "model: {d_model: 16, layers: A, head: autoencoder}\n"
+      "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n");
+  CHECK_THAT(other, Catch::Contains("exp.yaml:1:") && Catch::Contains("model.head") &&
+                        Catch::Contains("compression task only") && Catch::Contains("mqar"));
+  CHECK(config_error("model: {d_model: 16, layers: A, head: autoencoder}\n"
+                     "task: {name: compression}\n")
+            .empty());
+}
+
 }  // namespace experiment_vocab_test

@@ -389,4 +389,32 @@ TEST_CASE("memorization: one fixed map, the value scored at each insert token", 
              Catch::Contains("task.seq_len"));
 }
 
+TEST_CASE("compression: random symbols, the compression token last, every input its own target",
+          "[job][tasks]") {
+  auto t = make_task("task: {name: compression}");  // MAD: vocab 16, seq 32
+  REQUIRE(t->vocab_size() == 16);
+  REQUIRE(t->seq_len() == 32);
+  REQUIRE(t->autoencoder());
+  REQUIRE_FALSE(make_task("task: {name: memorization}")->autoencoder());
+  check_splits(*t, 32);
+  std::set<int64_t> seen;
+  for (const Batch& b : {t->train_batch(0, 16, 3), t->eval_set(48, 16, 4)}) {
+    REQUIRE(torch::equal(b.tokens, b.targets));  // the target at t is the input at t
+    for (int64_t i = 0; i < b.tokens.size(0); ++i) {
+      const auto seq = row_vec(b.tokens[i]);
+      REQUIRE(seq.back() == 15);
+      for (size_t p = 0; p + 1 < seq.size(); ++p) {
+        REQUIRE((seq[p] >= 0 && seq[p] < 15));
+        seen.insert(seq[p]);
+      }
+    }
+  }
+  REQUIRE(seen.size() == 15);  // every symbol drawn
+  // Chance at L = 32: 31 symbols guessed at 1/15, the compression token always right.
+  CHECK(t->chance_levels().at("accuracy") == Approx((31.0 / 15 + 1) / 32));
+  CHECK_THAT(task_error("task: {name: compression, vocab_size: 2}"),
+             Catch::Contains("task.vocab_size") && Catch::Contains(">= 3"));
+  CHECK_THAT(task_error("task: {name: compression, seq_len: 1}"), Catch::Contains("task.seq_len"));
+}
+
 }  // namespace order_state_tasks_test

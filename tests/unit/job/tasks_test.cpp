@@ -378,7 +378,8 @@ TEST_CASE("unknown task name lists the valid ones with a suggestion", "[job][tas
   const std::string m = task_error("task: {name: mqr}");
   REQUIRE(m.find("exp.yaml:1") != std::string::npos);
   REQUIRE(m.find("did you mean 'mqar'") != std::string::npos);
-  REQUIRE(m.find("algorithmic, copy, flip_flop, fuzzy_recall, in_context_recall, memorization, "
+  REQUIRE(m.find("algorithmic, compression, copy, flip_flop, fuzzy_recall, in_context_recall, "
+                 "memorization, "
                  "mqar, niah, "
                  "noisy_recall, passkey, ruler_cwe, ruler_fwe, ruler_vt, selective_copy, text, "
                  "word_problem") != std::string::npos);
@@ -390,7 +391,8 @@ TEST_CASE("an empty task name is an error at its line, not a missing task", "[jo
   REQUIRE(m.find("exp.yaml:2") != std::string::npos);
   REQUIRE(m.find("task.name") != std::string::npos);
   REQUIRE(m.find("empty") != std::string::npos);
-  REQUIRE(m.find("algorithmic, copy, flip_flop, fuzzy_recall, in_context_recall, memorization, "
+  REQUIRE(m.find("algorithmic, compression, copy, flip_flop, fuzzy_recall, in_context_recall, "
+                 "memorization, "
                  "mqar, niah, "
                  "noisy_recall, passkey, ruler_cwe, ruler_fwe, ruler_vt, selective_copy, text, "
                  "word_problem") != std::string::npos);
