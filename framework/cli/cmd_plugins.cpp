@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -40,17 +41,22 @@ void add_plugins_command(CLI::App& app) {
     if (records.empty()) {
       std::cout << "no working plugins found; searched:\n";
       for (const auto& p : host.search_path()) std::cout << "  " << p << "\n";
-    } else {
-      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", "NAME", "KIND", "VERSION",
-                               "HOOKS", "DESCRIPTION");
     }
+    // The name column fits the longest name (gated_deltaproduct), so the columns stay aligned.
+    size_t width = 16;
+    for (const auto& r : records) width = std::max(width, r.name.size());
+    const auto row = [width](const std::string& name, const std::string& kind,
+                             const std::string& version, const std::string& hooks,
+                             const std::string& text) {
+      return fmt::format("{:<{}} {:<10} {:<8} {:<28} {}\n", name, width, kind, version, hooks,
+                         text);
+    };
+    if (!records.empty()) std::cout << row("NAME", "KIND", "VERSION", "HOOKS", "DESCRIPTION");
     for (const auto& r : records) {
       const bool mixer = r.kind == kPluginKindMixer;
-      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", r.name,
-                               mixer ? fmt::format("mixer {}", r.letter) : std::string("position"),
-                               r.version, mixer ? std::string("-") : hook_names(r.hooks),
-                               r.description);
-      std::cout << fmt::format("{:<16} {:<10} {:<8} {:<28} {}\n", "", "", "", "", r.file);
+      std::cout << row(r.name, mixer ? fmt::format("mixer {}", r.letter) : std::string("position"),
+                       r.version, mixer ? std::string("-") : hook_names(r.hooks), r.description);
+      std::cout << row("", "", "", "", r.file);
     }
     // Also when nothing worked: a library that crashed or timed out is named, not hidden.
     // A mixer plugin with a built-in mixer's letter or name is never reached by a pattern.
