@@ -106,6 +106,13 @@ void BM_RulerFwe(benchmark::State& s) {
 void BM_FuzzyRecall(benchmark::State& s) {
   run(s, {hybrid(16), "{name: fuzzy_recall, seq_len: 128}", 32});
 }
+// MAD's compression at its default size, with the autoencoder head it needs.
+void BM_Compression(benchmark::State& s) {
+  std::string m = hybrid(16);
+  m.insert(m.size() - 1, ", head: autoencoder");
+  run(s, {m, "{name: compression, seq_len: 32}", 32});
+}
+BENCHMARK(BM_Compression)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FlipFlop)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FuzzyRecall)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RulerCwe)->Iterations(1)->Unit(benchmark::kMillisecond);
