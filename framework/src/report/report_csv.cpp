@@ -11,6 +11,27 @@
 #include "report/report_parts.h"
 
 namespace hybridlab::report {
+namespace {
+
+// The header names of the sweep's label columns: a label named like one of the file's own columns
+// (a sweep over `task` or `train.steps` labels its runs "task" and "steps") is written as
+// "sweep_<label>", so that every column has one name and a reader keyed by name finds both.
+std::vector<std::string> label_columns(const std::vector<std::string>& labels,
+                                       std::initializer_list<const char*> fixed) {
+  std::vector<std::string> out;
+  for (const std::string& k : labels) {
+    const bool taken =
+        std::any_of(fixed.begin(), fixed.end(), [&k](const char* f) { return k == f; });
+    out.push_back(taken ? "sweep_" + k : k);
+  }
+  return out;
+}
+
+constexpr std::initializer_list<const char*> kRunColumns = {
+    "run",  "task", "state", "health", "params", "steps", "final_train_loss", "train_tokens_per_s",
+    "error"};
+
+}  // namespace
 
 void write_runs_csv(const std::string& path, const ReportInput& in,
                     const std::vector<VariantCells>& groups, const MetricColumns& columns) {
@@ -28,11 +49,9 @@ void write_runs_csv(const std::string& path, const ReportInput& in,
     }
   }
   std::vector<std::string> header = {"run"};
-  header.insert(header.end(), label_keys.begin(), label_keys.end());
-  for (const char* h : {"task", "state", "health", "params", "steps", "final_train_loss",
-                        "train_tokens_per_s", "error"}) {
-    header.push_back(h);
-  }
+  for (const std::string& k : label_columns(label_keys, kRunColumns)) header.push_back(k);
+  for (const char* h : kRunColumns)
+    if (std::string(h) != "run") header.push_back(h);
   for (const auto& [m, L] : columns) header.push_back(fmt::format("{}@{}", m, L));
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < data.size(); ++i) {
@@ -73,7 +92,8 @@ void write_variants_csv(const std::string& path, const std::vector<VariantCells>
     }
   }
   std::vector<std::string> vheader = {"variant"};
-  vheader.insert(vheader.end(), vlabel_keys.begin(), vlabel_keys.end());
+  for (const std::string& k : label_columns(vlabel_keys, {"variant", "task", "n", "health"}))
+    vheader.push_back(k);
   for (const char* h : {"task", "n", "health"}) vheader.push_back(h);
   for (const auto& k : tuned_keys) {
     vheader.push_back("best_" + k);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +136,38 @@ TEST_CASE("report: seeds of a variant become mean ± 95% CI with n, best and ≈
   const auto ag = csv_row(by, "pattern-AG");
   REQUIRE(ag[3] == "1");
   REQUIRE(ag[6].empty());  // one seed: no interval
+}
+
+TEST_CASE("report: sweep labels named like a CSV column get their own name (sweep_<label>)",
+          "[report][aggregate]") {
+  // A sweep over `task` and `train.steps` labels its runs "task" and "steps", the names of two
+  // columns summary.csv writes itself: each name must appear once in a header.
+  jobtest::TempDir tmp;
+  for (int s = 0; s < 3; ++s) {
+    write_run(tmp.path, {"GA", s, 0.9, 0.5, false});
+    const fs::path file = tmp.path / ("pattern-GA_seed-" + std::to_string(s)) / "results.json";
+    json j = json::parse(slurp(file));
+    j["labels"]["task"] = "mqar";
+    j["labels"]["steps"] = "400";
+    std::ofstream(file) << j.dump();
+  }
+  const ReportFiles f = write_report(tmp.str(), false);
+  for (const std::string& path : {f.csv, f.by_variant_csv}) {
+    const std::string text = slurp(path);
+    const std::string header = text.substr(0, text.find('\n'));
+    INFO(header);
+    std::vector<std::string> names;
+    std::istringstream hs(header);
+    for (std::string c; std::getline(hs, c, ',');) names.push_back(c);
+    for (const std::string& n : names) CHECK(std::count(names.begin(), names.end(), n) == 1);
+    const auto at = std::find(names.begin(), names.end(), "sweep_task");
+    REQUIRE(at != names.end());
+    const auto row = csv_row(text, path == f.csv ? "pattern-GA_seed-1" : "pattern-GA");
+    REQUIRE(row.size() == names.size());
+    CHECK(row[static_cast<size_t>(at - names.begin())] == "mqar");
+  }
+  const std::string runs = slurp(f.csv);
+  CHECK(runs.find(",sweep_steps,") != std::string::npos);
 }
 
 TEST_CASE("report: a length measured on fewer seeds than its row says how many",
