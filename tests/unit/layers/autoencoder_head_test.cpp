@@ -29,17 +29,6 @@ std::shared_ptr<HybridModel> build(const std::string& yaml, PluginHost& host) {
   return std::dynamic_pointer_cast<HybridModel>(build_model(*opts, host, {16, 32}));
 }
 
-std::string head_error(const std::string& yaml) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  try {
-    read_model_options(cfg.section("model"));
-    cfg.raise_errors();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // RMSNorm, Linear and exact GELU written out (x / sqrt(mean x² + eps) · w; x Wᵀ + b;
 // x Φ(x) = x (1 + erf(x/√2)) / 2).
 torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w, double eps) {
@@ -169,13 +158,16 @@ TEST_CASE("advance fills the layers' caches as decoding does, without the head",
 
 TEST_CASE("model.head: a name it does not know and a width too small are errors at the key",
           "[model][autoencoder]") {
-  const std::string bad = head_error("model: {d_model: 8, layers: A, head: autoencode}\n");
+  const std::string bad =
+      hybridlab::test::model_options_error("model: {d_model: 8, layers: A, head: autoencode}\n");
   CHECK_THAT(bad, Catch::Contains("exp.yaml:1:") && Catch::Contains("model.head") &&
                       Catch::Contains("causal_lm") && Catch::Contains("'autoencode'"));
-  CHECK_THAT(head_error("model: {d_model: 2, layers: A, attention: {n_heads: 1}, head: "
-                        "autoencoder}\n"),
+  CHECK_THAT(hybridlab::test::model_options_error(
+                 "model: {d_model: 2, layers: A, attention: {n_heads: 1}, head: "
+                 "autoencoder}\n"),
              Catch::Contains("model.head") && Catch::Contains("d_model >= 4"));
-  CHECK(head_error("model: {d_model: 8, layers: A, head: causal_lm}\n").empty());
+  CHECK(hybridlab::test::model_options_error("model: {d_model: 8, layers: A, head: causal_lm}\n")
+            .empty());
 }
 
 }  // namespace autoencoder_head_test

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "hybridlab/config.h"
+#include "hybridlab/error.h"
 #include "hybridlab/plugin_host.h"
+#include "model/model_options.h"
 #include "support/tensor_match.h"
 
 namespace hybridlab::test {
@@ -64,6 +66,19 @@ inline std::vector<PluginRecord> discovered_mixers(PluginHost& host) {
   for (const PluginRecord& r : host.plugins())
     if (r.kind == kPluginKindMixer) out.push_back(r);
   return out;
+}
+
+/// The ConfigError that reading `yaml`'s `model:` section raises ("" when it reads cleanly); the
+/// file is named exp.yaml.
+inline std::string model_options_error(const std::string& yaml) {
+  Config cfg = Config::parse(yaml, "exp.yaml");
+  try {
+    read_model_options(cfg.section("model"));
+    cfg.raise_errors();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace hybridlab::test

@@ -24,6 +24,7 @@
 
 using namespace hybridlab;
 using hybridlab::test::max_abs_diff;
+using hybridlab::test::model_options_error;
 
 // A named namespace per test file keeps its helpers apart in a unity build.
 namespace model_test {
@@ -34,17 +35,6 @@ std::shared_ptr<ModelOptions> read_ok(const std::string& yaml) {
   auto opts = read_model_options(cfg.section("model"));
   cfg.raise_errors();
   return opts;
-}
-
-std::string read_error(const std::string& yaml) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  try {
-    read_model_options(cfg.section("model"));
-    cfg.raise_errors();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::shared_ptr<HybridModel> build(const std::string& yaml, PluginHost& host,
@@ -110,27 +100,28 @@ TEST_CASE("layer graph: explicit list, string pattern and per-layer overrides by
 }
 
 TEST_CASE("layer graph: config errors name file:line:col and the key", "[model]") {
-  std::string e = read_error("model:\n  layers: {pattern: \"GGXA\"}\n");
+  std::string e = model_options_error("model:\n  layers: {pattern: \"GGXA\"}\n");
   CHECK_THAT(e, Catch::Contains("exp.yaml:2:") && Catch::Contains("model.layers.pattern") &&
                     Catch::Contains("'X'") && Catch::Contains("A (attention)"));
-  e = read_error("model:\n  d_model: 30\n  layers: A\n  attention: {n_heads: 4}\n");
+  e = model_options_error("model:\n  d_model: 30\n  layers: A\n  attention: {n_heads: 4}\n");
   CHECK_THAT(e, Catch::Contains("exp.yaml:4:") && Catch::Contains("model.attention.n_heads") &&
                     Catch::Contains("must divide d_model"));
-  e = read_error("model:\n  layers: A\n  attention: {n_heads: 4, n_kv_heads: 3}\n");
+  e = model_options_error("model:\n  layers: A\n  attention: {n_heads: 4, n_kv_heads: 3}\n");
   CHECK_THAT(
       e, Catch::Contains("model.attention.n_kv_heads") && Catch::Contains("must divide n_heads"));
-  e = read_error("model:\n  layers: G\n  gated_deltanet: {chunk_size: 0}\n");
+  e = model_options_error("model:\n  layers: G\n  gated_deltanet: {chunk_size: 0}\n");
   CHECK_THAT(e, Catch::Contains("model.gated_deltanet.chunk_size") && Catch::Contains("> 0"));
-  e = read_error("model:\n  layers: A\n  attention: {window: -2}\n");
+  e = model_options_error("model:\n  layers: A\n  attention: {window: -2}\n");
   CHECK_THAT(e, Catch::Contains("exp.yaml:3:") && Catch::Contains("model.attention.window"));
-  e = read_error("model:\n  layers: {pattern: GA, repeat: 2}\n  overrides:\n    4: {window: 3}\n");
+  e = model_options_error(
+      "model:\n  layers: {pattern: GA, repeat: 2}\n  overrides:\n    4: {window: 3}\n");
   CHECK_THAT(e, Catch::Contains("exp.yaml:4:") && Catch::Contains("override index 4") &&
                     Catch::Contains("4 layers"));
-  e = read_error("model:\n  layers: A\n  attention: {n_head: 4}\n");
+  e = model_options_error("model:\n  layers: A\n  attention: {n_head: 4}\n");
   CHECK_THAT(e, Catch::Contains("n_head") && Catch::Contains("n_heads"));
-  e = read_error("model:\n  layers: [A, Q]\n");
+  e = model_options_error("model:\n  layers: [A, Q]\n");
   CHECK_THAT(e, Catch::Contains("'Q' names no mixer"));
-  e = read_error("model:\n  layers: G\n  gated_deltanet: {n_heads: 4, n_v_heads: 6}\n");
+  e = model_options_error("model:\n  layers: G\n  gated_deltanet: {n_heads: 4, n_v_heads: 6}\n");
   CHECK_THAT(e, Catch::Contains("n_v_heads") && Catch::Contains("multiple of n_heads"));
 }
 
