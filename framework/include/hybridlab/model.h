@@ -69,7 +69,7 @@ struct ModelSummary {
   std::string input_position;  ///< model-level (embed hook) scheme, "" if none
   std::vector<LayerSummary> layers;
   int64_t total_parameters = 0;            ///< every parameter once (tied and shared ones once)
-  int64_t embedding_parameters = 0;        ///< token embedding (+ untied head)
+  int64_t embedding_parameters = 0;        ///< token embedding (+ untied or autoencoder head)
   int64_t shared_position_parameters = 0;  ///< schemes shared across layers (counted once)
   double attention_share = 0;              ///< share of layers with pairwise attention
   double position_share = 0;           ///< share of layers whose attention uses a positional hook

@@ -342,11 +342,13 @@ ModelSummary HybridModel::summary(int64_t length) const {
   s.length = length;
   s.d_model = opts_.d_model;
   s.vocab_size = opts_.vocab_size;
-  s.tied_embeddings = opts_.tie_embeddings;
+  // The autoencoder's decoder is its head: never tied, counted with the embedding.
+  s.tied_embeddings = opts_.tie_embeddings && !autoencoder;
   s.input_position = input_position ? input_position->name() : "";
   s.total_parameters = count_parameters(*this);
-  s.embedding_parameters =
-      embedding->weight.numel() + (head_weight.defined() ? head_weight.numel() : 0);
+  s.embedding_parameters = embedding->weight.numel() +
+                           (head_weight.defined() ? head_weight.numel() : 0) +
+                           (autoencoder ? count_parameters(*autoencoder) : 0);
   for (const auto& scheme : shared_schemes_)
     s.shared_position_parameters += count_parameters(*scheme);
   int64_t pairwise = 0, positional = 0;

@@ -123,6 +123,11 @@ TEST_CASE("model.head autoencoder == the decoder written out, every position rea
   causal.replace(causal.find("autoencoder"), 11, "causal_lm");
   const auto lm = build(causal, *host);
   CHECK(model->summary(6).flops_per_token - lm->summary(6).flops_per_token == Approx(256.0));
+  // The decoder is the head: untied, its parameters beside the embedding's 11 × 8:
+  // norms 3 × 8, fc1 and fc2 8 × 8 + 8 each, unembed 8 × 11 + 11.
+  CHECK_FALSE(model->summary(6).tied_embeddings);
+  CHECK(model->summary(6).embedding_parameters == 88 + 24 + 72 + 72 + 99);
+  CHECK(lm->summary(6).embedding_parameters == 88);
 }
 
 TEST_CASE("advance fills the layers' caches as decoding does, without the head",
