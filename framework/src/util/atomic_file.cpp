@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <system_error>
 
@@ -34,6 +35,12 @@ std::string free_space_text(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, [&content](std::FILE* f) {
+    return std::fwrite(content.data(), 1, content.size(), f) == content.size();
+  });
+}
+
+void write_file_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write) {
   const fs::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) {
@@ -49,15 +56,23 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) +
                     " (is the folder writable?)");
   }
-  const size_t written = std::fwrite(content.data(), 1, content.size(), f);
+  bool written = false;
+  try {
+    written = write(f);
+  } catch (...) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
   const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   const int saved_errno = errno;
+  const long size = std::ftell(f);
   std::fclose(f);
-  if (written != content.size() || !flushed) {
+  if (!written || !flushed) {
     std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "' (" + std::to_string(content.size()) +
-                    " bytes): " + std::strerror(saved_errno) + "; " + free_space_text(path) +
-                    "; the previous file, if any, is unchanged");
+    throw UserError("cannot write '" + path + "' (" + std::to_string(size) +
+                    " bytes written): " + std::strerror(saved_errno) + "; " +
+                    free_space_text(path) + "; the previous file, if any, is unchanged");
   }
   fs::rename(tmp, target, ec);
   if (ec) {

@@ -1,6 +1,8 @@
 #pragma once
 // Writing files so that a crash or Ctrl-C never leaves a half-written result behind.
 
+#include <cstdio>
+#include <functional>
 #include <string>
 
 namespace hybridlab {
@@ -10,6 +12,11 @@ namespace hybridlab {
 /// the system error and the free space when the folder is not writable or the disk is full; the
 /// temp file is removed.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+/// write_file_atomic with the content streamed by `write` into the open temporary file (for files
+/// too large to hold in memory). `write` returns false when a write failed (the disk is full);
+/// what it throws is rethrown after the temporary file is removed. Same errors otherwise.
+void write_file_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write);
 
 /// Removes the `<name>.tmp.<pid>` files write_file_atomic left in `dir` and its subfolders when
 /// a process was killed between writing and renaming, those of processes no longer alive only
