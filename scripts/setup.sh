@@ -4,7 +4,8 @@
 #
 # usage: scripts/setup.sh [--no-data] [--all] [--build-dir DIR]
 #   --no-data       skip fetching the Brown corpus (tests do not need it)
-#   --all           build the tests and benchmarks too (default: the CLI and its plugins)
+#   --all           build the tests and benchmarks too, and install what they need (default:
+#                   the CLI and its plugins)
 #   --build-dir D   build folder (default: build)
 # Environment: CI=true turns warnings into errors (-Werror) for project code.
 set -euo pipefail
@@ -35,6 +36,9 @@ packages=(
   libyaml-cpp-dev libboost-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libbenchmark-dev gnuplot-nox
 )
+# The tests' independent oracle of flash-linear-attention's forward pass
+# (tests/fixtures/interop/fla_reference.py) runs on the system Python with PyTorch.
+if [ "$build_target" = all ]; then packages+=(python3-torch); fi
 step "checking system packages"
 missing=()
 for p in "${packages[@]}"; do

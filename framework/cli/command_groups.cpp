@@ -14,6 +14,7 @@ const Registry<CommandGroup>& command_groups() {
     r.add("plugins", {4, add_plugins_command}, "cmd_plugins.cpp");
     r.add("inspect", {5, add_inspect_command}, "cmd_inspect.cpp");
     r.add("analyze", {6, add_analyze_command}, "cmd_analyze.cpp");
+    r.add("export", {7, add_export_command}, "cmd_export.cpp");
     return r;
   }();
   return registry;

@@ -24,6 +24,7 @@ void add_model_command(CLI::App& app);     // model summary
 void add_run_commands(CLI::App& app);      // run, train, eval, sweep, report
 void add_analyze_command(CLI::App& app);   // analyze (cmd_analyze.cpp)
 void add_generate_command(CLI::App& app);  // generate (cmd_generate.cpp)
+void add_export_command(CLI::App& app);    // export (cmd_export.cpp)
 
 /// One group of subcommands in the command registry: `add` puts them on the app, `order` places
 /// them in `--help` (the workflow's order: run first).

@@ -183,4 +183,21 @@ void end_after_stop_grace(const std::string& run_dir, double grace_s);
 /// set it again and the override would be discarded unseen.
 Config load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
 
+/// What export_run wrote.
+struct ExportedRun {
+  std::string out_dir;
+  int64_t tensors = 0;
+  int64_t bytes = 0;  ///< of model.safetensors
+};
+
+/// `hybridlab export RUN_DIR --format hf-fla OUT_DIR`: the model of a trained or finished run as
+/// `config.json` + `model.safetensors` in flash-linear-attention's `gated_deltanet` layout
+/// (export_hf_fla, hybridlab/interop.h), with max_position_embeddings the run's longest train or
+/// eval length. The files are written into a temporary sibling folder, renamed to `out_dir` when
+/// complete; `out_dir` must not exist or be an empty folder. Throws UserError (nothing written)
+/// for an unknown format, an `out_dir` that holds files, a folder that is not a trained run, and
+/// what export_hf_fla refuses.
+ExportedRun export_run(const std::string& run_dir, const std::string& format,
+                       const std::string& out_dir);
+
 }  // namespace hybridlab
