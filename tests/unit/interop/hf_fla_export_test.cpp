@@ -17,8 +17,8 @@
 #include "hybridlab/error.h"
 #include "hybridlab/generate.h"
 #include "hybridlab/interop.h"
-#include "unit/layers/layers_test_util.h"
 #include "model/model_options.h"
+#include "unit/layers/layers_test_util.h"
 #include "util/atomic_file.h"
 
 using namespace hybridlab;
