@@ -240,4 +240,23 @@ TEST_CASE("cli: an unknown dotted override is blamed on the command line", "[cli
   CHECK_THAT(r.output, Contains("command line override 'foo.bar=1': foo: unknown key 'foo'"));
 }
 
+TEST_CASE("cli: a sweep of task.op that reaches addition reloads from its resolved config",
+          "[cli][config]") {
+  // The default alphabet of copy/reverse/sort stays out of the resolved config: addition refuses
+  // the key, so a resolved `alphabet: 16` made the shown file fail to load.
+  const std::string file = (temp_dir() / "ops.yaml").string();
+  std::ofstream(file) << "model: {d_model: 32, vocab_size: 32, layers: G}\n"
+                         "task: {name: algorithmic, op: sort, seq_len: 32}\n"
+                         "sweep: {grid: {task.op: [sort, addition]}}\n";
+  const auto first = run(kCli + " config show " + file);
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.output, !Contains("alphabet"));
+  const std::string copy = (temp_dir() / "ops_shown.yaml").string();
+  std::ofstream(copy) << first.output;
+  const auto second = run(kCli + " config show " + copy);
+  INFO(second.output);
+  CHECK(second.code == 0);
+}
+
 }  // namespace config_cli_test

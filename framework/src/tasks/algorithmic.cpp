@@ -180,7 +180,9 @@ TaskType algorithmic_task_type() {
                 s.accept("alphabet");
                 s.error("alphabet", "addition uses the 10 decimal digits; remove task.alphabet");
               }
-            } else {
+            } else if (s.has("alphabet")) {
+              // Read only when given: the resolved config then holds no default alphabet, so a
+              // sweep over task.op that reaches addition reloads it (addition refuses the key).
               o.alphabet = s.get<int64_t>("alphabet", o.alphabet);
               s.check(o.alphabet >= 2 && o.alphabet <= 4096, "alphabet", "must be in [2, 4096]");
             }
