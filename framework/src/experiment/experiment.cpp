@@ -14,6 +14,7 @@
 #include "experiment/eval_variants.h"
 #include "experiment/report_section.h"
 #include "hybridlab/claims.h"
+#include "hybridlab/interop.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
 #include "layers/mlp.h"
@@ -46,7 +47,7 @@ TrainOptions read_train_options(Section s) {
   o.log_every = s.get<int64_t>("log_every", o.log_every);
   o.init_from = s.get<std::string>("init_from", "");
   o.init_from_partial = s.get<bool>("init_from_partial", false);
-  s.check(o.steps >= 1, "steps", "must be >= 1");
+  s.check(o.steps >= 0, "steps", "must be >= 0 (0: evaluate the model as built, e.g. model.from)");
   s.check(o.batch_size >= 1, "batch_size", "must be >= 1");
   s.check(o.lr > 0, "lr", "must be > 0");
   s.check(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]");
@@ -482,6 +483,7 @@ void check_eval_variants_and_claims(Config& cfg, Section& root, Experiment& e,
 }  // namespace
 
 Experiment read_experiment(Config cfg, bool validate_sweep, const std::string& config_dir) {
+  expand_model_from(cfg, config_dir);  // model.from: the keys of the checkpoint's config.json
   Experiment e;
   e.config = cfg;
   Section root = cfg.root();

@@ -17,6 +17,7 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
+#include "model/hf_fla_names.h"
 #include "model/hybrid_model.h"
 #include "model/layer_options.h"
 
@@ -45,9 +46,9 @@ json gated_deltanet_fields(const GatedDeltaNetOptions& o, int64_t d_model) {
               {"allow_neg_eigval", o.allow_neg_eigval}};
 }
 
-// The RoPE settings of an attention layer's scheme, or the refusal naming what is not RoPE as fla
-// applies it. Returns {rope_theta, interleaved}.
-std::pair<double, bool> rope_settings(const PositionSpec& spec, const std::string& layer) {
+// rope_theta of an attention layer's scheme, or the refusal naming what is not RoPE as fla
+// applies it. The interleaved layout is allowed: the export permutes q/k rows (hf_fla_names.h).
+double rope_settings(const PositionSpec& spec, const std::string& layer) {
   if (spec.scheme != "rope") {
     cannot(
         fmt::format("{} uses position scheme '{}' (fla's attention always applies RoPE, with "
@@ -55,8 +56,7 @@ std::pair<double, bool> rope_settings(const PositionSpec& spec, const std::strin
                     layer, spec.scheme));
   }
   double theta = 10000.0;
-  bool interleaved = false;
-  if (!spec.params) return {theta, interleaved};
+  if (!spec.params) return theta;
   for (const auto& kv : spec.params->node()) {
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
@@ -64,21 +64,23 @@ std::pair<double, bool> rope_settings(const PositionSpec& spec, const std::strin
     if (key == "rope_theta") {
       theta = v.as<double>();
     } else if (key == "layout") {
-      interleaved = v.as<std::string>() == "interleaved";
+      continue;
     } else if (key == "partial_rotary_factor" && v.as<double>() == 1.0) {
       continue;
     } else if (key == "rotate_num_heads" && v.as<int64_t>() == 0) {
       continue;
+    } else if (key == "rope_scaling" && v.IsMap() && v.size() == 1 &&
+               (v["type"] ? v["type"] : v["rope_type"]).as<std::string>("") == "default") {
+      continue;  // what a resolved config writes for no scaling
     } else {
       cannot(fmt::format("{}: {}.{} is set ({})", layer, spec.path, key, YAML::Dump(v)));
     }
   }
-  return {theta, interleaved};
+  return theta;
 }
 
-// An attention layer's `attn` spec entry (without `layers`); `interleaved` is set from its scheme.
-json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::string& layer,
-                    bool& interleaved) {
+// An attention layer's `attn` spec entry (without `layers`).
+json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::string& layer) {
   const AttentionOptions& o = m.layer;
   if (!o.causal) cannot(layer + " is bidirectional (model.attention.causal false)");
   if (o.qk_norm) cannot(layer + " has model.attention.qk_norm");
@@ -90,8 +92,7 @@ json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::
                     "hidden_size / num_heads)",
                     layer, resolved_head_dim(o, d_model), o.n_heads, d_model));
   }
-  const auto [theta, inter] = rope_settings(m.position, layer);
-  interleaved = inter;
+  const double theta = rope_settings(m.position, layer);
   return json{{"num_heads", o.n_heads},
               {"num_kv_heads", resolved_kv_heads(o)},
               {"qkv_bias", false},
@@ -99,75 +100,16 @@ json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::
               {"rope_theta", theta}};
 }
 
-// Rows of a [heads·D, d] projection reordered per head from interleaved pairs (2i, 2i+1) to
-// rotate-half pairs (i, i + D/2): channel i of the new head is old 2i, channel D/2+i old 2i+1.
-torch::Tensor interleaved_to_half(const torch::Tensor& w, int64_t head_dim) {
-  const torch::Tensor perm =
-      torch::cat({torch::arange(0, head_dim, 2), torch::arange(1, head_dim, 2)});
-  return w.view({-1, head_dim, w.size(1)}).index_select(1, perm).reshape({-1, w.size(1)});
-}
-
-// What the plan knows of one layer for naming its tensors.
-struct LayerPlan {
-  bool attention = false;
-  bool interleaved = false;  // attention only: q/k rows to permute
-  int64_t head_dim = 0;      // attention only
-};
-
-// The fla name of a parameter of layer `i` (its name below "layers_i."), or nullopt.
-std::optional<std::string> block_tensor_name(const std::string& rest, size_t i,
-                                             const LayerPlan& p) {
-  const std::string at = fmt::format("model.layers.{}.", i);
-  if (rest == "mixer_norm.weight") return at + "attn_norm.weight";
-  if (rest == "mlp_norm.weight") return at + "mlp_norm.weight";
-  for (const char* m : {"gate_proj", "up_proj", "down_proj"}) {
-    if (rest == fmt::format("mlp.{}.weight", m)) return at + rest;
-  }
-  if (rest.rfind("mixer.", 0) != 0) return std::nullopt;
-  const std::string r = rest.substr(6);
-  for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-    if (r == fmt::format("{}.weight", proj)) return at + "attn." + r;
-  }
-  if (p.attention) return std::nullopt;
-  for (const char* name :
-       {"a_proj.weight", "b_proj.weight", "g_proj.weight", "A_log", "dt_bias", "o_norm.weight"}) {
-    if (r == name) return at + "attn." + r;
-  }
-  for (const char* c : {"q", "k", "v"}) {
-    if (r == fmt::format("{}_conv", c)) return at + "attn." + c + "_conv1d.weight";
-  }
-  return std::nullopt;
-}
-
-// "layers_<i>.<rest>" (HybridModel's module names) into i and rest.
-bool split_block_name(const std::string& name, size_t& i, std::string& rest) {
-  const std::string prefix = "layers_";
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t dot = name.find('.', prefix.size());
-  const std::string digits = name.substr(prefix.size(), dot - prefix.size());
-  if (dot == std::string::npos || digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  i = std::stoul(digits);
-  rest = name.substr(dot + 1);
-  return true;
-}
-
-// Plans every layer and fills the config's mixer fields; refuses what fla cannot express.
-std::vector<LayerPlan> plan_layers(const ModelOptions& opts, json& config) {
-  std::vector<LayerPlan> plans;
+// Fills the config's mixer fields from every layer; refuses what fla cannot express.
+void fill_mixer_fields(const ModelOptions& opts, json& config) {
   std::optional<json> gdn;  // the one Gated DeltaNet setting
   std::vector<json> specs;  // distinct attn specs, each with its layers, by first layer
   for (size_t i = 0; i < opts.layers.size(); ++i) {
     const LayerSpec& l = opts.layers[i];
     const std::string layer = fmt::format("layer {} ({})", i, l.type->name);
-    LayerPlan p;
     if (l.type->name == "attention") {
       const auto& m = std::any_cast<const AttentionMixerOptions&>(l.options);
-      json spec = attention_spec(m, opts.d_model, layer, p.interleaved);
-      p.attention = true;
-      p.head_dim = resolved_head_dim(m.layer, opts.d_model);
+      const json spec = attention_spec(m, opts.d_model, layer);
       auto same = std::find_if(specs.begin(), specs.end(), [&](const json& s) {
         json other = s;
         other.erase("layers");
@@ -194,13 +136,11 @@ std::vector<LayerPlan> plan_layers(const ModelOptions& opts, json& config) {
     } else {
       cannot(fmt::format("{} is a '{}' mixer", layer, l.type->name));
     }
-    plans.push_back(p);
   }
   if (gdn) config.update(*gdn);
   if (!specs.empty()) {
     config["attn"] = specs.size() == 1 ? specs[0] : json(specs);
   }
-  return plans;
 }
 
 json base_config(const ModelOptions& opts, int64_t max_position_embeddings) {
@@ -235,27 +175,24 @@ HfCheckpoint export_hf_fla(const LanguageModel& model, int64_t max_position_embe
         fmt::format("model.position is '{}' (an input-embedding scheme)", opts.position->scheme));
   }
   json config = base_config(opts, max_position_embeddings);
-  const std::vector<LayerPlan> plans = plan_layers(opts, config);
-  HfCheckpoint out;
+  fill_mixer_fields(opts, config);
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> values;
   for (const auto& item : hybrid->named_parameters(/*recurse=*/true)) {
-    const std::string& name = item.key();
-    const torch::Tensor t = item.value().detach();
-    std::optional<std::string> mapped;
-    if (name == "embedding.weight") mapped = "model.embeddings.weight";
-    if (name == "head_weight") mapped = "lm_head.weight";
-    if (name == "final_norm.weight") mapped = "model.norm.weight";
-    size_t i = 0;
-    std::string rest;
-    if (split_block_name(name, i, rest) && i < plans.size()) {
-      mapped = block_tensor_name(rest, i, plans[i]);
-      if (mapped && plans[i].interleaved &&
-          (rest == "mixer.q_proj.weight" || rest == "mixer.k_proj.weight")) {
-        out.tensors.emplace_back(*mapped, interleaved_to_half(t, plans[i].head_dim));
-        continue;
-      }
-    }
-    if (!mapped) cannot(fmt::format("parameter '{}' has no place in it", name));
-    out.tensors.emplace_back(*mapped, t);
+    names.push_back(item.key());
+    values.push_back(item.value().detach());
+  }
+  std::vector<HfFlaTensor> tensors;
+  try {
+    tensors = hf_fla_tensors(names, hf_fla_layers(opts));
+  } catch (const UserError& e) {
+    cannot(e.what());
+  }
+  HfCheckpoint out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const HfFlaTensor& t = tensors[i];
+    out.tensors.emplace_back(
+        t.name, t.permute_rope ? interleaved_to_half(values[i], t.head_dim) : values[i]);
   }
   out.config_json = config.dump(2) + "\n";
   return out;

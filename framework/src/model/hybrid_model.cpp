@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "hybridlab/error.h"
+#include "hybridlab/interop.h"
 #include "hybridlab/mixer.h"
 #include "layers/linear_cpu.h"
 #include "layers/position_hooks.h"
@@ -389,7 +390,9 @@ ModelSummary HybridModel::summary(int64_t length) const {
 
 std::shared_ptr<LanguageModel> build_model(const ModelOptions& opts, PluginHost& host,
                                            const ModelBuildContext& ctx) {
-  return std::make_shared<HybridModel>(opts, host, ctx);
+  auto model = std::make_shared<HybridModel>(opts, host, ctx);
+  if (!opts.from.empty()) load_hf_fla_weights(*model, opts.from);
+  return model;
 }
 
 }  // namespace hybridlab

@@ -26,9 +26,9 @@ bool parse_index(const std::string& text, int64_t& out) {
 
 // The keys of `model:` itself (besides mixer sections).
 bool is_model_key(const std::string& key) {
-  static const char* const keys[] = {"d_model",  "vocab_size", "norm_eps",     "tie_embeddings",
-                                     "init_std", "mlp",        "position",     "layers",
-                                     "head",     "overrides",  "fused_kernels"};
+  static const char* const keys[] = {"d_model",  "vocab_size", "norm_eps",      "tie_embeddings",
+                                     "init_std", "mlp",        "position",      "layers",
+                                     "head",     "overrides",  "fused_kernels", "from"};
   for (const char* k : keys)
     if (key == k) return true;
   return false;
@@ -258,6 +258,7 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   o->init_std = s.get<double>("init_std", o->init_std);
   o->fused_kernels = s.get<bool>("fused_kernels", o->fused_kernels);
   o->head = read_head(s);
+  o->from = s.get<std::string>("from", "");
   s.check(o->d_model > 0, "d_model", "must be > 0");
   s.check(o->vocab_size > 0, "vocab_size", "must be > 0");
   s.check(o->norm_eps > 0, "norm_eps", "must be > 0");

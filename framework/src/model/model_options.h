@@ -50,6 +50,10 @@ struct ModelOptions {
   double init_std = 0.02;                ///< std of the token embedding (and untied head) init
   std::optional<PositionSpec> position;  ///< model-level input scheme (embed hook)
   std::string layers_text;               ///< the layer letters, e.g. "GGGAGGGA"
+  /// `model.from`: a checkpoint folder in fla's gated_deltanet layout whose tensors the built
+  /// model takes (load_hf_fla_weights; its config.json filled the other keys through
+  /// expand_model_from). "" = none: the model starts from its initialisation.
+  std::string from;
 };
 
 }  // namespace hybridlab

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -550,6 +551,8 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     std::tie(summary.final_loss, summary.tokens_per_s) =
         logged_loss_and_rate(metrics_path, step, o.log_every);
   }
+  // No step taken (train.steps 0: an imported model evaluated as it is): no training loss.
+  if (step == 0) summary.final_loss = std::numeric_limits<double>::quiet_NaN();
   return summary;
 }
 
