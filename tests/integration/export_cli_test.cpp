@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -70,6 +71,51 @@ TEST_CASE("export cli: a trained GA run in fla's layout, and every refusal", "[c
   }
   CHECK(!fs::exists(tmp.path / "o2"));
   CHECK(!fs::exists(tmp.path / "o3"));
+}
+
+TEST_CASE("import cli: a random fla checkpoint runs, evaluates, generates and is analysed",
+          "[cli][interop]") {
+  clitest::TempDir tmp("importcli");
+  std::ofstream(tmp.path / "in.json")
+      << R"({"model_type": "gated_deltanet", "hidden_size": 32, "num_heads": 2, "head_dim": 16,
+            "expand_v": 1.0, "num_hidden_layers": 4, "vocab_size": 64, "intermediate_size": 64,
+            "attn": {"layers": [3], "num_heads": 4, "rope_theta": 10000}})";
+  const std::string oracle =
+      std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/interop/fla_reference.py";
+  REQUIRE(std::system(("/usr/bin/python3 " + q(oracle) + " random " + q(tmp.path / "ckpt") +
+                       " --config " + q(tmp.path / "in.json") + " --seed 1 > /dev/null")
+                          .c_str()) == 0);
+  const fs::path exp = tmp.path / "imp.yaml";
+  std::ofstream(exp) << "name: imp\n"
+                        "model: {from: ckpt}\n"
+                        "task: {name: mqar, seq_len: 32, vocab_size: 64, num_kv_pairs: 4}\n"
+                        "train: {steps: 0, batch_size: 2}\n"
+                        "eval: {lengths: [32], examples: 4}\n"
+                        "runtime: {threads: 1}\n"
+                        "plugins: {paths: ['" HYBRIDLAB_TEST_PLUGIN_DIR "']}\n";
+  const std::string runs = (tmp.path / "runs").string();
+  const Result r = cli("run " + q(exp) + " --runs-dir " + q(runs));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const fs::path run = tmp.path / "runs" / "imp" / "main";
+  const json results = json::parse(slurp(run / "results.json"));
+  CHECK(results["train"]["steps"] == 0);
+  CHECK(results["train"]["final_loss"] == "nan");  // no step, no training loss
+  CHECK(results["params"].get<int64_t>() > 0);
+  for (const std::string& args :
+       {"generate " + q(run) + " --prompt '1 2 3' -n 4", "analyze " + q(run),
+        "eval " + q(run) + " --variant 'w2=model.attention.window=2'"}) {
+    const Result ok = cli(args);
+    INFO(args << "\n" << ok.out);
+    CHECK(ok.code == 0);
+  }
+  // A config.json of another layout: one error naming the file and the key, exit 2.
+  std::ofstream(tmp.path / "ckpt" / "config.json") << R"({"model_type": "qwen3_next"})";
+  const Result bad = cli("run " + q(exp) + " --runs-dir " + q((tmp.path / "runs2").string()));
+  INFO(bad.out);
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("ckpt/config.json: model_type: 'qwen3_next'") != std::string::npos);
+  CHECK(!fs::exists(tmp.path / "runs2" / "imp"));
 }
 
 }  // namespace export_cli_test
