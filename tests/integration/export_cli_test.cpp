@@ -110,11 +110,11 @@ TEST_CASE("import cli: a random fla checkpoint runs, evaluates, generates and is
     CHECK(ok.code == 0);
   }
   // A config.json of another layout: one error naming the file and the key, exit 2.
-  std::ofstream(tmp.path / "ckpt" / "config.json") << R"({"model_type": "qwen3_next"})";
+  std::ofstream(tmp.path / "ckpt" / "config.json") << R"({"model_type": "llama"})";
   const Result bad = cli("run " + q(exp) + " --runs-dir " + q((tmp.path / "runs2").string()));
   INFO(bad.out);
   CHECK(bad.code == 2);
-  CHECK(bad.out.find("ckpt/config.json: model_type: 'qwen3_next'") != std::string::npos);
+  CHECK(bad.out.find("ckpt/config.json: model_type: unknown checkpoint layout 'llama'") != std::string::npos);
   CHECK(!fs::exists(tmp.path / "runs2" / "imp"));
 }
 

@@ -38,16 +38,17 @@ struct HfCheckpoint {
 /// other than model.norm_eps (fla uses norm_eps for both), or a parameter with no place in it.
 HfCheckpoint export_hf_fla(const LanguageModel& model, int64_t max_position_embeddings);
 
-/// The `model:` keys (dotted, below `model.`) that describe the checkpoint in `dir` (its
-/// config.json, fla's `gated_deltanet` layout; absent keys take fla's defaults): d_model,
+/// The `model:` keys (dotted, below `model.`) that describe the checkpoint in `dir`, read by the
+/// layout its config.json's model_type names: `gated_deltanet` (fla), `qwen3_next`, `qwen3_5`,
+/// `qwen3_5_text` (docs/interop.md). For fla (absent keys take fla's defaults): d_model,
 /// vocab_size, the layer pattern (A at the `attn` spec's layers, G elsewhere), norm_eps,
 /// tie_embeddings, mlp.intermediate_size, the gated_deltanet keys, the first attention spec as
 /// `attention.*` with `position: {scheme: rope, rope_theta}` and the others as per-layer
 /// `overrides`. Throws ConfigError naming config.json and the key for another model_type, a
 /// key of a layout this importer does not read (mixture of experts, latent attention, vision
 /// tower, rope_scaling, attnres_block_size), hidden_act other than swish, use_gate false,
-/// qkv_bias, or a malformed `attn` spec.
-std::vector<std::pair<std::string, YAML::Node>> hf_fla_model_keys(const std::string& dir);
+/// qkv_bias, or a malformed `attn` spec; for a model_type no layout reads (naming the nearest).
+std::vector<std::pair<std::string, YAML::Node>> hf_model_keys(const std::string& dir);
 
 /// Expands `model.from: DIR` in `cfg`: DIR (relative: to `base_dir`, "" = the config file's
 /// folder, else to the working directory) becomes absolute, and every key of hf_fla_model_keys(DIR)
@@ -58,10 +59,11 @@ void expand_model_from(Config& cfg, const std::string& base_dir = "");
 
 /// Loads the tensors of the checkpoint in `dir` (model.safetensors or its index) into `model`,
 /// which was built from the keys of the same config.json, one tensor at a time (converted to the
-/// parameter's dtype; q/k rows permuted for an interleaved RoPE layout). Throws DataError naming
-/// the file and the tensor for a missing tensor, a shape other than the config's, a tensor that
-/// is not floating point, and a tensor with no place in the model (a tied model's lm_head.weight
-/// excepted); and what SafetensorsCheckpoint throws.
-void load_hf_fla_weights(LanguageModel& model, const std::string& dir);
+/// parameter's dtype; fused and interleaved projections split, (1 + w) norms made plain, q/k rows
+/// permuted for an interleaved RoPE layout). Throws DataError naming the file and the tensor for
+/// a missing tensor, a shape other than the config's, a tensor that is not floating point, and a
+/// tensor with no place in the model (a tied model's lm_head.weight excepted); and what
+/// SafetensorsCheckpoint throws.
+void load_hf_weights(LanguageModel& model, const std::string& dir);
 
 }  // namespace hybridlab

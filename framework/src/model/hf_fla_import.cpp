@@ -1,6 +1,6 @@
-// model.from: a checkpoint in flash-linear-attention's `gated_deltanet` Hugging Face layout
-// (fla-org/flash-linear-attention@bc3b101d) as a hybridlab model. config.json becomes `model:`
-// keys (expand_model_from), the safetensors tensors its parameters (load_hf_fla_weights).
+// The `gated_deltanet` import layout: a checkpoint in flash-linear-attention's Hugging Face
+// layout (fla-org/flash-linear-attention@bc3b101d) as a hybridlab model. config.json becomes
+// `model:` keys, the safetensors tensors its parameters (hf_layout.h).
 // Defaults of absent config keys are fla's (configuration_gated_deltanet.py, models/hybrid.py).
 
 #include <fmt/format.h>
@@ -15,6 +15,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
 #include "model/hf_fla_names.h"
+#include "model/hf_layout.h"
 #include "model/hybrid_model.h"
 #include "util/atomic_file.h"
 
@@ -35,25 +36,8 @@ const std::set<std::string>& unsupported_keys() {
   return keys;
 }
 
-struct Reader {
-  const json& doc;
-  std::string file;
-  [[noreturn]] void bad(const std::string& key, const std::string& why) const {
-    throw ConfigError(fmt::format("{}: {}: {}", file, key, why));
-  }
-  template <class T>
-  T get(const std::string& key, const T& fallback) const {
-    if (!doc.contains(key) || doc[key].is_null()) return fallback;
-    try {
-      return doc[key].get<T>();
-    } catch (const json::exception&) {
-      bad(key, fmt::format("unexpected value {}", doc[key].dump()));
-    }
-  }
-};
-
 // The `attn` spec as a list of objects (fla accepts one object or a list).
-std::vector<json> attention_specs(const Reader& r, int64_t layers) {
+std::vector<json> attention_specs(const HfConfig& r, int64_t layers) {
   std::vector<json> specs;
   if (!r.doc.contains("attn") || r.doc["attn"].is_null()) return specs;
   const json& a = r.doc["attn"];
@@ -81,7 +65,7 @@ std::vector<json> attention_specs(const Reader& r, int64_t layers) {
 }
 
 // One attention spec as hybridlab attention keys under `prefix` ("attention.", "overrides.3.").
-void add_attention_keys(const json& spec, const Reader& r, const std::string& prefix,
+void add_attention_keys(const json& spec, const HfConfig& r, const std::string& prefix,
                         std::vector<std::pair<std::string, YAML::Node>>& keys) {
   const int64_t heads = spec["num_heads"].get<int64_t>();
   const json& w = spec.contains("window_size") ? spec["window_size"] : json(nullptr);
@@ -98,7 +82,7 @@ void add_attention_keys(const json& spec, const Reader& r, const std::string& pr
 }
 
 // fla's MLP width when intermediate_size is null (fla/modules/mlp.py): 256·ceil(⌊d·r·2/3⌋/256).
-int64_t fla_intermediate_size(const Reader& r, int64_t d) {
+int64_t fla_intermediate_size(const HfConfig& r, int64_t d) {
   const int64_t given = r.get<int64_t>("intermediate_size", 0);
   if (given > 0) return given;
   const double ratio = r.get<double>("hidden_ratio", 4.0);
@@ -107,13 +91,7 @@ int64_t fla_intermediate_size(const Reader& r, int64_t d) {
 }
 
 // Refuses what this importer cannot read as the layout's semantics.
-void check_supported(const Reader& r) {
-  const std::string type = r.get<std::string>("model_type", "");
-  if (type != "gated_deltanet") {
-    r.bad("model_type", fmt::format("'{}': this importer reads flash-linear-attention's "
-                                    "gated_deltanet layout only",
-                                    type));
-  }
+void check_supported(const HfConfig& r) {
   for (const auto& key : unsupported_keys()) {
     if (r.doc.contains(key) && !r.doc[key].is_null()) {
       r.bad(key,
@@ -128,18 +106,7 @@ void check_supported(const Reader& r) {
     r.bad("use_gate", "false: hybridlab's Gated DeltaNet is gated");
 }
 
-}  // namespace
-
-std::vector<std::pair<std::string, YAML::Node>> hf_fla_model_keys(const std::string& dir) {
-  const std::string file = (fs::path(dir) / "config.json").string();
-  json doc;
-  try {
-    doc = json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON ({})", file, e.what()));
-  }
-  if (!doc.is_object()) throw ConfigError(file + ": not a JSON object");
-  const Reader r{doc, file};
+HfModelKeys fla_model_keys(const HfConfig& r) {
   check_supported(r);
   const int64_t d = r.get<int64_t>("hidden_size", 2048);
   const int64_t n_layers = r.get<int64_t>("num_hidden_layers", 21);
@@ -180,83 +147,33 @@ std::vector<std::pair<std::string, YAML::Node>> hf_fla_model_keys(const std::str
   return keys;
 }
 
-void expand_model_from(Config& cfg, const std::string& base_dir) {
-  const YAML::Node from = cfg.lookup("model.from");
-  if (!from.IsDefined() || from.IsNull()) return;
-  const Location at = cfg.location("model.from");
-  if (!from.IsScalar()) throw ConfigError(at.str() + ": model.from: expected a folder path");
-  fs::path dir = from.as<std::string>();
-  const fs::path base = !base_dir.empty()     ? fs::path(base_dir)
-                        : !cfg.file().empty() ? fs::path(cfg.file()).parent_path()
-                                              : fs::path();
-  if (dir.is_relative() && !base.empty() && fs::exists(base / dir)) dir = base / dir;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec) || !fs::exists(dir / "config.json", ec)) {
-    throw ConfigError(
-        fmt::format("{}: model.from: '{}' is not a folder holding config.json "
-                    "(a Hugging Face checkpoint)",
-                    at.str(), from.as<std::string>()));
+// Every parameter from the tensor fla names it by (hf_fla_names.h).
+void fla_load(HybridModel& model, HfTensorSource& tensors, const HfConfig& /*config*/) {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    names.push_back(item.key());
+    shapes.push_back(item.value().sizes().vec());
   }
-  dir = fs::absolute(dir).lexically_normal();
-  cfg.set("model.from", YAML::Node(dir.string()), at);
-  std::vector<std::pair<std::string, YAML::Node>> keys;
-  try {
-    keys = hf_fla_model_keys(dir.string());
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{} (model.from at {})", e.what(), at.str()));
+  const std::vector<HfFlaTensor> plan = hf_fla_tensors(names, hf_fla_layers(model.options()));
+  for (size_t i = 0; i < plan.size(); ++i) {
+    torch::Tensor w = tensors.load(plan[i].name, shapes[i], plan[i].parameter);
+    if (plan[i].permute_rope) w = half_to_interleaved(w, plan[i].head_dim);
+    set_parameter(model, plan[i].parameter, w);
   }
-  const Location origin{(dir / "config.json").string(), 0, 0};
-  // The file's keys fill what the experiment leaves unset; a key it sets wins (an ablation of an
-  // imported model), and so does a position map it sets (model.attention.position).
-  for (const auto& [key, value] : keys) {
-    if (!cfg.lookup("model." + key).IsDefined()) cfg.set("model." + key, value, origin);
-  }
+  // A tied model's lm_head.weight is the embedding again (transformers ties it on load).
+  tensors.finish(model.options().tie_embeddings ? std::set<std::string>{"lm_head.weight"}
+                                                : std::set<std::string>{});
 }
 
-void load_hf_fla_weights(LanguageModel& model, const std::string& dir) {
-  auto* hybrid = dynamic_cast<HybridModel*>(&model);
-  if (!hybrid) throw UserError("model.from: the model is not a hybridlab layer graph");
-  const SafetensorsCheckpoint ck(dir);
-  std::vector<std::string> names;
-  std::vector<torch::Tensor> params;
-  for (const auto& item : hybrid->named_parameters(/*recurse=*/true)) {
-    names.push_back(item.key());
-    params.push_back(item.value());
-  }
-  const std::vector<HfFlaTensor> tensors = hf_fla_tensors(names, hf_fla_layers(hybrid->options()));
-  std::set<std::string> used;
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const HfFlaTensor& t = tensors[i];
-    if (!ck.contains(t.name)) {
-      throw DataError(fmt::format("{}: no tensor '{}', which the model's parameter '{}' needs", dir,
-                                  t.name, t.parameter));
-    }
-    const SafetensorsEntry& e = ck.entry(t.name);
-    if (e.shape != params[i].sizes().vec()) {
-      throw DataError(fmt::format("{}: tensor '{}' is {} where the config makes it {}",
-                                  ck.file_of(t.name), t.name, json(e.shape).dump(),
-                                  json(params[i].sizes().vec()).dump()));
-    }
-    torch::Tensor w = ck.load(t.name);
-    if (!w.is_floating_point()) {
-      throw DataError(fmt::format("{}: tensor '{}' is {}, not a floating-point dtype",
-                                  ck.file_of(t.name), t.name, e.dtype));
-    }
-    if (t.permute_rope) w = half_to_interleaved(w, t.head_dim);
-    params[i].copy_(w.to(params[i].scalar_type()));
-    used.insert(t.name);
-  }
-  for (const std::string& name : ck.names()) {
-    // A tied model's lm_head.weight is the embedding again (transformers ties it on load).
-    if (used.count(name) || (name == "lm_head.weight" && hybrid->options().tie_embeddings)) {
-      continue;
-    }
-    throw DataError(
-        fmt::format("{}: tensor '{}' has no place in the model its config.json "
-                    "describes (a layout this importer does not read?)",
-                    ck.file_of(name), name));
-  }
+}  // namespace
+
+HfLayout fla_gated_deltanet_layout() {
+  HfLayout l;
+  l.description = "flash-linear-attention gated_deltanet (Gated DeltaNet with hybrid attn layers)";
+  l.model_keys = fla_model_keys;
+  l.load = fla_load;
+  return l;
 }
 
 }  // namespace hybridlab

@@ -391,7 +391,7 @@ ModelSummary HybridModel::summary(int64_t length) const {
 std::shared_ptr<LanguageModel> build_model(const ModelOptions& opts, PluginHost& host,
                                            const ModelBuildContext& ctx) {
   auto model = std::make_shared<HybridModel>(opts, host, ctx);
-  if (!opts.from.empty()) load_hf_fla_weights(*model, opts.from);
+  if (!opts.from.empty()) load_hf_weights(*model, opts.from);
   return model;
 }
 

@@ -211,8 +211,8 @@ TEST_CASE("hf-fla import: every bad checkpoint is refused naming the file and th
     std::string expect;
   };
   const std::vector<Case> cases{
-      {"another layout", [](nlohmann::json& c) { c["model_type"] = "qwen3_next"; },
-       "config.json: model_type: 'qwen3_next'"},
+      {"another layout", [](nlohmann::json& c) { c["model_type"] = "llama"; },
+       "config.json: model_type: unknown checkpoint layout 'llama'"},
       {"mixture of experts", [](nlohmann::json& c) { c["num_experts"] = 8; },
        "config.json: num_experts: is set"},
       {"qkv bias", [](nlohmann::json& c) { c["attn"][0]["qkv_bias"] = true; },
