@@ -64,7 +64,8 @@ void HfTensorSource::finish(const std::set<std::string>& unused_ok,
 }
 
 void set_parameter(HybridModel& model, const std::string& name, const torch::Tensor& value) {
-  torch::Tensor* p = model.named_parameters(/*recurse=*/true).find(name);
+  auto params = model.named_parameters(/*recurse=*/true);  // p points into it: keep it alive
+  torch::Tensor* p = params.find(name);
   TORCH_CHECK(p, "set_parameter: the model has no parameter '", name, "'");
   TORCH_CHECK(p->sizes() == value.sizes(), "set_parameter: '", name, "' is ", p->sizes(),
               ", the value ", value.sizes());
