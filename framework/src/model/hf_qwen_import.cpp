@@ -65,7 +65,10 @@ std::vector<bool> attention_layers(const HfConfig& t, int64_t n) {
       t.bad("layer_types", fmt::format("expected a list of {} layer types", n));
     }
     for (size_t i = 0; i < types.size(); ++i) {
-      const std::string kind = types[i].is_string() ? types[i].get<std::string>() : "";
+      std::string kind = types[i].is_string() ? types[i].get<std::string>() : "";
+      // Older configs' names (Qwen3NextConfig remaps them): mamba, attention.
+      if (kind == "mamba") kind = "linear_attention";
+      if (kind == "attention") kind = "full_attention";
       if (kind != "linear_attention" && kind != "full_attention") {
         t.bad("layer_types", fmt::format("entry {} is {}: expected linear_attention or "
                                          "full_attention",

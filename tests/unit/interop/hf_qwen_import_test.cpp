@@ -228,4 +228,89 @@ TEST_CASE("qwen import: layouts this importer does not read are refused naming t
   fs::remove_all(dir);
 }
 
+namespace {
+
+// A tiny hybrid (GGGA, GVA 2:4 key:value heads, GQA 4:2, partial rotary) in `type`'s config form.
+json tiny_random_config(const std::string& type) {
+  json text = json::parse(R"({
+    "hidden_size": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8, "linear_value_head_dim": 8, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 4, "vocab_size": 50,
+    "intermediate_size": 64,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.25}})");
+  if (type == "qwen3_next") {
+    text["model_type"] = type;
+    text["num_experts"] = 0;
+    return text;
+  }
+  text["layer_types"] = {"linear_attention", "linear_attention", "linear_attention",
+                         "full_attention"};
+  text["rope_parameters"]["mrope_section"] = {1, 1, 0};
+  if (type == "qwen3_5_text") {
+    text["model_type"] = type;
+    return text;
+  }
+  return json{{"model_type", "qwen3_5"}, {"tie_word_embeddings", false}, {"text_config", text}};
+}
+
+// Runs the transcription with `args`; requires success.
+void oracle(const std::string& args, const fs::path& log) {
+  const std::string cmd =
+      fmt::format("/usr/bin/python3 '{}' {} > '{}' 2>&1", kOracle, args, log.string());
+  const int rc = std::system(cmd.c_str());
+  INFO(read_file(log.string()));
+  REQUIRE(rc == 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "qwen import: random Qwen3-Next, Qwen3.5 and Qwen3.5-text checkpoints give the "
+    "transcription's logits and greedy continuation",
+    "[interop]") {
+  for (const auto& [type, dtype] : std::vector<std::pair<std::string, std::string>>{
+           {"qwen3_next", "F32"}, {"qwen3_5", "F32"}, {"qwen3_5_text", "BF16"}}) {
+    INFO(type << " " << dtype);
+    const fs::path dir = fresh_dir("random_" + type);
+    std::ofstream(dir / "in.json") << tiny_random_config(type).dump();
+    oracle(fmt::format("random '{}' --config '{}' --seed 4 --dtype {}", (dir / "ckpt").string(),
+                       (dir / "in.json").string(), dtype),
+           dir / "random.log");
+    auto host = test::test_host();
+    auto model = import_from(dir / "ckpt", *host);
+    model->to(torch::kFloat64);
+    model->eval();
+    torch::manual_seed(9);
+    const torch::Tensor tokens = torch::randint(0, 50, {2, 16});
+    json rows = json::array();
+    for (int64_t b = 0; b < 2; ++b) {
+      rows.push_back(
+          std::vector<int64_t>(tokens[b].data_ptr<int64_t>(), tokens[b].data_ptr<int64_t>() + 16));
+    }
+    std::ofstream(dir / "tokens.json") << rows.dump();
+    oracle(fmt::format("logits '{}' --tokens '{}' --out '{}' --greedy 32", (dir / "ckpt").string(),
+                       (dir / "tokens.json").string(), (dir / "out.safetensors").string()),
+           dir / "logits.log");
+    SafetensorsFile out((dir / "out.safetensors").string());
+    const torch::Tensor ref = out.load("logits");
+    torch::Tensor mine;
+    {
+      torch::NoGradGuard ng;
+      mine = model->forward(tokens);
+    }
+    REQUIRE(ref.sizes() == mine.sizes());
+    const torch::Tensor lp = torch::log_softmax(ref, -1), lq = torch::log_softmax(mine, -1);
+    const double kl = (lp.exp() * (lp - lq)).sum(-1).max().item<double>();
+    const double diff = (ref - mine).abs().max().item<double>();
+    INFO("KL " << kl << ", largest logit difference " << diff);
+    CHECK(kl < 1e-6);
+    CHECK(diff < 1e-4);  // the (1 + w) norms are rounded to the model's fp32 parameters
+    GenerateOptions g;
+    g.max_new_tokens = 32;
+    CHECK(out.load("greedy").equal(generate(*model, tokens, g).tokens));
+    fs::remove_all(dir);
+  }
+}
+
 }  // namespace hf_qwen_import_test
