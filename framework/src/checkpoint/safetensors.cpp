@@ -237,6 +237,32 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
   return t;
 }
 
+void SafetensorsFile::load_into(const std::string& name, torch::Tensor& dst,
+                                int64_t chunk_bytes) const {
+  const SafetensorsEntry& e = entry(name);
+  const torch::ScalarType type =
+      safetensors_torch_dtype(e.dtype, fmt::format("{}: tensor '{}'", path_, name));
+  const auto item = static_cast<int64_t>(c10::elementSize(type));
+  const int64_t numel = static_cast<int64_t>(e.end - e.begin) / item;
+  if (!dst.is_contiguous() || dst.device() != torch::kCPU || dst.numel() != numel) {
+    bad(path_, fmt::format("tensor '{}': {} elements cannot fill a tensor of {}", name, numel,
+                           json(dst.sizes().vec()).dump()));
+  }
+  std::ifstream in(path_, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(header_.data_start + e.begin));
+  const int64_t per_chunk = std::max<int64_t>(1, chunk_bytes / item);
+  torch::Tensor buffer = torch::empty({std::min(per_chunk, std::max<int64_t>(numel, 1))},
+                                      torch::TensorOptions().dtype(type));
+  torch::Tensor flat = dst.view({-1});
+  for (int64_t at = 0; at < numel; at += per_chunk) {
+    const int64_t n = std::min(per_chunk, numel - at);
+    if (!in.read(static_cast<char*>(buffer.data_ptr()), static_cast<std::streamsize>(n * item))) {
+      bad(path_, fmt::format("tensor '{}': cannot read its bytes", name));
+    }
+    flat.narrow(0, at, n).copy_(buffer.narrow(0, 0, n));
+  }
+}
+
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(path) {
   std::error_code ec;
   std::vector<std::string> shards;
@@ -306,6 +332,11 @@ const SafetensorsEntry& SafetensorsCheckpoint::entry(const std::string& name) co
 torch::Tensor SafetensorsCheckpoint::load(const std::string& name) const {
   entry(name);  // the error names the checkpoint
   return files_[where_.at(name)].load(name);
+}
+
+void SafetensorsCheckpoint::load_into(const std::string& name, torch::Tensor& dst) const {
+  entry(name);  // the error names the checkpoint
+  files_[where_.at(name)].load_into(name, dst);
 }
 
 const std::string& SafetensorsCheckpoint::file_of(const std::string& name) const {

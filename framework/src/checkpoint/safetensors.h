@@ -69,6 +69,12 @@ class SafetensorsFile {
   /// Reads tensor `name` into a new CPU tensor of its stored dtype and shape. Throws DataError
   /// when it is absent, its dtype is not read (safetensors_torch_dtype) or the read fails.
   torch::Tensor load(const std::string& name) const;
+  /// Reads tensor `name` into `dst` (contiguous, CPU, the same number of elements, any floating
+  /// dtype), `chunk_bytes` of the file at a time, converting the dtype: a tensor the size of the
+  /// model's largest is never held twice. Throws DataError as load(), and when the element counts
+  /// differ.
+  void load_into(const std::string& name, torch::Tensor& dst,
+                 int64_t chunk_bytes = int64_t{64} << 20) const;
 
  private:
   std::string path_;
@@ -89,6 +95,8 @@ class SafetensorsCheckpoint {
   const SafetensorsEntry& entry(const std::string& name) const;
   /// Reads tensor `name` (SafetensorsFile::load).
   torch::Tensor load(const std::string& name) const;
+  /// Reads tensor `name` into `dst` (SafetensorsFile::load_into).
+  void load_into(const std::string& name, torch::Tensor& dst) const;
   /// The file `name` is stored in.
   const std::string& file_of(const std::string& name) const;
   const std::string& path() const { return path_; }

@@ -157,9 +157,12 @@ void fla_load(HybridModel& model, HfTensorSource& tensors, const HfConfig& /*con
   }
   const std::vector<HfFlaTensor> plan = hf_fla_tensors(names, hf_fla_layers(model.options()));
   for (size_t i = 0; i < plan.size(); ++i) {
-    torch::Tensor w = tensors.load(plan[i].name, shapes[i], plan[i].parameter);
-    if (plan[i].permute_rope) w = half_to_interleaved(w, plan[i].head_dim);
-    set_parameter(model, plan[i].parameter, w);
+    if (!plan[i].permute_rope) {
+      tensors.load_into(plan[i].name, model, plan[i].parameter);
+      continue;
+    }
+    const torch::Tensor w = tensors.load(plan[i].name, shapes[i], plan[i].parameter);
+    set_parameter(model, plan[i].parameter, half_to_interleaved(w, plan[i].head_dim));
   }
   // A tied model's lm_head.weight is the embedding again (transformers ties it on load).
   tensors.finish(model.options().tie_embeddings ? std::set<std::string>{"lm_head.weight"}

@@ -28,8 +28,20 @@ void HfConfig::refuse_set(const std::vector<std::string>& keys, const std::strin
   }
 }
 
-torch::Tensor HfTensorSource::load(const std::string& name, const std::vector<int64_t>& shape,
-                                   const std::string& needed_by) {
+void HfTensorSource::load_into(const std::string& name, HybridModel& model,
+                               const std::string& parameter) {
+  auto params = model.named_parameters(/*recurse=*/true);
+  torch::Tensor* p = params.find(parameter);
+  TORCH_CHECK(p, "HfTensorSource::load_into: the model has no parameter '", parameter, "'");
+  check(name, p->sizes().vec(), parameter);
+  torch::NoGradGuard no_grad;
+  torch::Tensor data = p->detach();
+  ck_.load_into(name, data);
+  read_.insert(name);
+}
+
+void HfTensorSource::check(const std::string& name, const std::vector<int64_t>& shape,
+                           const std::string& needed_by) const {
   if (!ck_.contains(name)) {
     throw DataError(fmt::format("{}: no tensor '{}', which the model's parameter '{}' needs", dir_,
                                 name, needed_by));
@@ -39,11 +51,16 @@ torch::Tensor HfTensorSource::load(const std::string& name, const std::vector<in
     throw DataError(fmt::format("{}: tensor '{}' is {} where the config makes it {}",
                                 ck_.file_of(name), name, json(e.shape).dump(), json(shape).dump()));
   }
-  torch::Tensor t = ck_.load(name);
-  if (!t.is_floating_point()) {
+  if (e.dtype != "F64" && e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16") {
     throw DataError(fmt::format("{}: tensor '{}' is {}, not a floating-point dtype",
                                 ck_.file_of(name), name, e.dtype));
   }
+}
+
+torch::Tensor HfTensorSource::load(const std::string& name, const std::vector<int64_t>& shape,
+                                   const std::string& needed_by) {
+  check(name, shape, needed_by);
+  torch::Tensor t = ck_.load(name);
   read_.insert(name);
   return t;
 }
@@ -70,7 +87,7 @@ void set_parameter(HybridModel& model, const std::string& name, const torch::Ten
   TORCH_CHECK(p->sizes() == value.sizes(), "set_parameter: '", name, "' is ", p->sizes(),
               ", the value ", value.sizes());
   torch::NoGradGuard no_grad;
-  p->copy_(value.to(p->scalar_type()));
+  p->copy_(value);  // converts the dtype in place: no parameter-sized temporary
 }
 
 const Registry<HfLayout>& hf_layouts() {

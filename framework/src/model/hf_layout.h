@@ -52,6 +52,9 @@ class HfTensorSource {
   /// is absent, has another shape, or is not floating point; `needed_by` names the parameter.
   torch::Tensor load(const std::string& name, const std::vector<int64_t>& shape,
                      const std::string& needed_by);
+  /// Tensor `name` straight into parameter `parameter` of `model` (same shape; the dtype
+  /// converted chunk by chunk, no tensor-sized temporary). Errors as load().
+  void load_into(const std::string& name, HybridModel& model, const std::string& parameter);
   bool contains(const std::string& name) const { return ck_.contains(name); }
   /// Throws DataError naming the first tensor never read, except those in `unused_ok` and those
   /// whose name starts with one of `unused_prefixes` (parts of a checkpoint the model does not
@@ -60,6 +63,9 @@ class HfTensorSource {
               const std::vector<std::string>& unused_prefixes = {}) const;
 
  private:
+  // Throws DataError when `name` is absent, has another shape, or is not floating point.
+  void check(const std::string& name, const std::vector<int64_t>& shape,
+             const std::string& needed_by) const;
   SafetensorsCheckpoint ck_;
   std::string dir_;
   std::set<std::string> read_;

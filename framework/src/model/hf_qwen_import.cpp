@@ -179,16 +179,16 @@ struct QwenLoader {
   torch::OrderedDict<std::string, torch::Tensor> params = model.named_parameters(true);
 
   std::vector<int64_t> shape(const std::string& p) const { return params[p].sizes().vec(); }
+  // As stored (F32, BF16, F16): set_parameter converts once, so the largest transient is one
+  // tensor in its stored dtype plus its parameter-dtype copy.
   torch::Tensor read(const std::string& name, const std::vector<int64_t>& s, const std::string& p) {
-    return tensors.load(name, s, p).to(torch::kFloat64);
+    return tensors.load(name, s, p);
   }
   // A parameter from one tensor of the same shape.
-  void copy(const std::string& p, const std::string& name) {
-    set_parameter(model, p, read(name, shape(p), p));
-  }
+  void copy(const std::string& p, const std::string& name) { tensors.load_into(name, model, p); }
   // A zero-centred norm: the parameter is 1 + w.
   void norm(const std::string& p, const std::string& name) {
-    set_parameter(model, p, read(name, shape(p), p) + 1.0);
+    set_parameter(model, p, read(name, shape(p), p).to(torch::kFloat64) + 1.0);
   }
 };
 
