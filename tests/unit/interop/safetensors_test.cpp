@@ -215,4 +215,19 @@ TEST_CASE("safetensors: a failed write leaves nothing and refuses bad names", "[
   fs::remove_all(dir);
 }
 
+TEST_CASE("safetensors: load_into converts in chunks into an existing tensor", "[interop]") {
+  const fs::path dir = fresh_dir("into");
+  const std::string path = (dir / "m.safetensors").string();
+  const torch::Tensor w = torch::randn({5, 7}).to(torch::kBFloat16);
+  write_safetensors(path, {{"w", w}, {"i", torch::arange(3)}});
+  SafetensorsFile f(path);
+  // 6-byte chunks: 3 BF16 values at a time, the last chunk partial (35 = 11·3 + 2).
+  torch::Tensor dst = torch::zeros({5, 7}, torch::kFloat64);
+  f.load_into("w", dst, 6);
+  CHECK(dst.equal(w.to(torch::kFloat64)));
+  torch::Tensor wrong = torch::zeros({4, 7});
+  CHECK_THROWS_WITH(f.load_into("w", wrong), Catch::Contains("35 elements cannot fill"));
+  fs::remove_all(dir);
+}
+
 }  // namespace safetensors_test
