@@ -3,23 +3,14 @@
 // system Python): the exported files must give the logits hybridlab computes (fp64, KL < 1e-6)
 // and the same greedy continuation; what fla cannot express is refused by name.
 
-#include <fmt/format.h>
 #include <torch/torch.h>
-#include <unistd.h>
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
 #include "hybridlab/error.h"
-#include "hybridlab/generate.h"
 #include "hybridlab/interop.h"
-#include "model/model_options.h"
-#include "unit/layers/layers_test_util.h"
-#include "util/atomic_file.h"
+#include "unit/interop/interop_test_util.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;
@@ -27,93 +18,28 @@ namespace fs = std::filesystem;
 namespace hf_fla_export_test {
 namespace {
 
-const std::string kOracle =
-    std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/interop/fla_reference.py";
-
-std::shared_ptr<LanguageModel> build(const std::string& yaml, PluginHost& host) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  auto opts = read_model_options(cfg.section("model"));
-  cfg.raise_errors();
-  return build_model(*opts, host, ModelBuildContext(32, 64));
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("hybridlab_hf_fla_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// Exports `model` into `dir` (config.json, model.safetensors).
-void export_to(const LanguageModel& model, const fs::path& dir) {
-  const HfCheckpoint ck = export_hf_fla(model, 64);
-  write_file_atomic((dir / "config.json").string(), ck.config_json);
-  write_safetensors((dir / "model.safetensors").string(), ck.tensors, {{"format", "pt"}});
-}
-
-struct OracleOutput {
-  torch::Tensor logits;  // [B,T,V] fp64
-  torch::Tensor greedy;  // [B,N] int64
-};
-
-// Runs the transcription on the exported folder.
-OracleOutput run_oracle(const fs::path& dir, const torch::Tensor& tokens, int64_t greedy) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (int64_t b = 0; b < tokens.size(0); ++b) {
-    std::vector<int64_t> row(tokens[b].data_ptr<int64_t>(),
-                             tokens[b].data_ptr<int64_t>() + tokens.size(1));
-    rows.push_back(row);
-  }
-  std::ofstream(dir / "tokens.json") << rows.dump();
-  const std::string cmd = fmt::format(
-      "/usr/bin/python3 '{}' logits '{}' --tokens '{}' --out '{}' --greedy {} > '{}' 2>&1", kOracle,
-      dir.string(), (dir / "tokens.json").string(), (dir / "out.safetensors").string(), greedy,
-      (dir / "oracle.log").string());
-  const int rc = std::system(cmd.c_str());
-  INFO(read_file((dir / "oracle.log").string()));
-  REQUIRE(rc == 0);
-  SafetensorsFile out((dir / "out.safetensors").string());
-  return {out.load("logits"), out.load("greedy")};
-}
-
-// KL(p_oracle || p_model) per position, the largest.
-double max_kl(const torch::Tensor& oracle, const torch::Tensor& model) {
-  const torch::Tensor lp = torch::log_softmax(oracle, -1), lq = torch::log_softmax(model, -1);
-  return (lp.exp() * (lp - lq)).sum(-1).max().item<double>();
-}
+using interoptest::build_from_yaml;
 
 // hybridlab's fp64 logits and greedy continuation against the oracle's on the exported files.
 void check_against_oracle(const std::string& yaml, const std::string& name) {
   auto host = test::test_host();
   torch::manual_seed(7);
-  auto model = build(yaml, *host);
+  auto model = build_from_yaml(yaml, *host);
   model->to(torch::kFloat64);
-  model->eval();
-  const fs::path dir = fresh_dir(name);
-  export_to(*model, dir);
+  const fs::path dir = interoptest::fresh_dir("export_" + name);
+  interoptest::export_to(*model, dir);
   const torch::Tensor tokens = torch::randint(0, model->vocab_size(), {2, 20});
-  torch::Tensor logits;
-  {
-    torch::NoGradGuard ng;
-    logits = model->forward(tokens);
-  }
-  GenerateOptions g;
-  g.max_new_tokens = 32;
-  const Generation mine = generate(*model, tokens, g);
-  const OracleOutput ref = run_oracle(dir, tokens, 32);
-  REQUIRE(ref.logits.sizes() == logits.sizes());
-  const double diff = (ref.logits - logits).abs().max().item<double>();
-  INFO("largest logit difference " << diff);
-  CHECK(diff < 1e-9);
-  CHECK(max_kl(ref.logits, logits) < 1e-6);
-  CHECK(ref.greedy.equal(mine.tokens));
+  const auto c = interoptest::compare_with_oracle(*model, "fla_reference.py", dir, tokens, dir);
+  INFO("KL " << c.kl << ", largest logit difference " << c.diff);
+  CHECK(c.diff < 1e-9);
+  CHECK(c.kl < 1e-6);
+  CHECK(c.greedy_equal);
   fs::remove_all(dir);
 }
 
 std::string export_error(const std::string& yaml) {
   auto host = test::test_host();
-  auto model = build(yaml, *host);
+  auto model = build_from_yaml(yaml, *host);
   try {
     export_hf_fla(*model, 64);
   } catch (const UserError& e) {

@@ -6,20 +6,18 @@
 
 #include <fmt/format.h>
 #include <torch/torch.h>
-#include <unistd.h>
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
 #include "hybridlab/error.h"
-#include "hybridlab/generate.h"
 #include "hybridlab/interop.h"
-#include "model/model_options.h"
-#include "unit/layers/layers_test_util.h"
+#include "unit/interop/interop_test_util.h"
 #include "util/atomic_file.h"
 
 using namespace hybridlab;
@@ -28,43 +26,10 @@ namespace fs = std::filesystem;
 namespace hf_fla_import_test {
 namespace {
 
-const std::string kOracle =
-    std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/interop/fla_reference.py";
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() /
-                     ("hybridlab_hf_import_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::shared_ptr<LanguageModel> build_yaml(const std::string& yaml, PluginHost& host) {
-  Config cfg = Config::parse(yaml, "exp.yaml");
-  expand_model_from(cfg);
-  auto opts = read_model_options(cfg.section("model"));
-  cfg.raise_errors();
-  return build_model(*opts, host, ModelBuildContext(32, 64));
-}
-
-std::shared_ptr<LanguageModel> import_from(const fs::path& dir, PluginHost& host) {
-  return build_yaml("model: {from: '" + dir.string() + "'}\n", host);
-}
-
-void export_to(const LanguageModel& model, const fs::path& dir) {
-  const HfCheckpoint ck = export_hf_fla(model, 64);
-  write_file_atomic((dir / "config.json").string(), ck.config_json);
-  write_safetensors((dir / "model.safetensors").string(), ck.tensors, {{"format", "pt"}});
-}
-
-// Runs the transcription with `args`; requires success.
-void oracle(const std::string& args, const fs::path& log) {
-  const std::string cmd =
-      fmt::format("/usr/bin/python3 '{}' {} > '{}' 2>&1", kOracle, args, log.string());
-  const int rc = std::system(cmd.c_str());
-  INFO(read_file(log.string()));
-  REQUIRE(rc == 0);
-}
+using interoptest::build_from_yaml;
+using interoptest::export_to;
+using interoptest::fresh_dir;
+using interoptest::import_from;
 
 std::string import_error(const fs::path& dir) {
   auto host = test::test_host();
@@ -91,9 +56,10 @@ nlohmann::json tiny_config() {
 void random_checkpoint(const nlohmann::json& config, const fs::path& dir,
                        const std::string& dtype) {
   std::ofstream(dir / "in.json") << config.dump();
-  oracle(fmt::format("random '{}' --config '{}' --seed 3 --dtype {}", (dir / "ckpt").string(),
-                     (dir / "in.json").string(), dtype),
-         dir / "random.log");
+  interoptest::run_oracle("fla_reference.py",
+                          fmt::format("random '{}' --config '{}' --seed 3 --dtype {}",
+                                      (dir / "ckpt").string(), (dir / "in.json").string(), dtype),
+                          dir / "random.log");
 }
 
 }  // namespace
@@ -101,7 +67,7 @@ void random_checkpoint(const nlohmann::json& config, const fs::path& dir,
 TEST_CASE("hf-fla import: export then import gives the same parameters, bit for bit", "[interop]") {
   auto host = test::test_host();
   torch::manual_seed(11);
-  auto original = build_yaml(
+  auto original = build_from_yaml(
       "model:\n  d_model: 32\n  vocab_size: 40\n  layers: GAGG\n  tie_embeddings: false\n"
       "  attention: {n_heads: 4, n_kv_heads: 2, window: 5, position: {scheme: rope}}\n"
       "  gated_deltanet: {n_heads: 2, head_dim: 16, n_v_heads: 4, expand_v: 1.5}\n",
@@ -133,7 +99,7 @@ TEST_CASE("hf-fla import: an interleaved-RoPE model exported and imported comput
   // are the same (fp64, to rounding).
   auto host = test::test_host();
   torch::manual_seed(5);
-  auto original = build_yaml(
+  auto original = build_from_yaml(
       "model:\n  d_model: 32\n  vocab_size: 40\n  layers: AG\n"
       "  attention: {n_heads: 2, position: {scheme: rope, layout: interleaved}}\n",
       *host);
@@ -160,36 +126,14 @@ TEST_CASE(
     random_checkpoint(tiny_config(), dir, dtype);
     auto host = test::test_host();
     auto model = import_from(dir / "ckpt", *host);
-    model->to(torch::kFloat64);
-    model->eval();
     torch::manual_seed(2);
     const torch::Tensor tokens = torch::randint(0, 48, {2, 20});
-    nlohmann::json rows = nlohmann::json::array();
-    for (int64_t b = 0; b < 2; ++b) {
-      rows.push_back(
-          std::vector<int64_t>(tokens[b].data_ptr<int64_t>(), tokens[b].data_ptr<int64_t>() + 20));
-    }
-    std::ofstream(dir / "tokens.json") << rows.dump();
-    oracle(fmt::format("logits '{}' --tokens '{}' --out '{}' --greedy 32", (dir / "ckpt").string(),
-                       (dir / "tokens.json").string(), (dir / "out.safetensors").string()),
-           dir / "logits.log");
-    SafetensorsFile out((dir / "out.safetensors").string());
-    const torch::Tensor ref = out.load("logits");
-    torch::Tensor mine;
-    {
-      torch::NoGradGuard ng;
-      mine = model->forward(tokens);
-    }
-    REQUIRE(ref.sizes() == mine.sizes());
-    const torch::Tensor lp = torch::log_softmax(ref, -1), lq = torch::log_softmax(mine, -1);
-    const double kl = (lp.exp() * (lp - lq)).sum(-1).max().item<double>();
-    const double diff = (ref - mine).abs().max().item<double>();
-    INFO("KL " << kl << ", largest logit difference " << diff);
-    CHECK(kl < 1e-6);
-    CHECK(diff < 1e-9);
-    GenerateOptions g;
-    g.max_new_tokens = 32;
-    CHECK(out.load("greedy").equal(generate(*model, tokens, g).tokens));
+    const auto c =
+        interoptest::compare_with_oracle(*model, "fla_reference.py", dir / "ckpt", tokens, dir);
+    INFO("KL " << c.kl << ", largest logit difference " << c.diff);
+    CHECK(c.kl < 1e-6);
+    CHECK(c.diff < 1e-9);
+    CHECK(c.greedy_equal);
     fs::remove_all(dir);
   }
 }

@@ -6,20 +6,18 @@
 
 #include <fmt/format.h>
 #include <torch/torch.h>
-#include <unistd.h>
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
 #include "hybridlab/error.h"
-#include "hybridlab/generate.h"
 #include "hybridlab/interop.h"
-#include "model/model_options.h"
-#include "unit/layers/layers_test_util.h"
+#include "unit/interop/interop_test_util.h"
 #include "util/atomic_file.h"
 
 using namespace hybridlab;
@@ -29,25 +27,8 @@ using json = nlohmann::json;
 namespace hf_qwen_import_test {
 namespace {
 
-const std::string kOracle =
-    std::string(HYBRIDLAB_SOURCE_DIR) + "/tests/fixtures/interop/qwen_reference.py";
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("hybridlab_qwen_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::shared_ptr<LanguageModel> import_from(const fs::path& dir, PluginHost& host,
-                                           const std::string& extra = "") {
-  Config cfg = Config::parse("model: {from: '" + dir.string() + "'" + extra + "}\n", "exp.yaml");
-  expand_model_from(cfg);
-  auto opts = read_model_options(cfg.section("model"));
-  cfg.raise_errors();
-  return build_model(*opts, host, ModelBuildContext(32, 64));
-}
+using interoptest::fresh_dir;
+using interoptest::import_from;
 
 torch::Tensor param(LanguageModel& m, const std::string& name) {
   const auto params = m.named_parameters(true);
@@ -254,15 +235,6 @@ json tiny_random_config(const std::string& type) {
   return json{{"model_type", "qwen3_5"}, {"tie_word_embeddings", false}, {"text_config", text}};
 }
 
-// Runs the transcription with `args`; requires success.
-void oracle(const std::string& args, const fs::path& log) {
-  const std::string cmd =
-      fmt::format("/usr/bin/python3 '{}' {} > '{}' 2>&1", kOracle, args, log.string());
-  const int rc = std::system(cmd.c_str());
-  INFO(read_file(log.string()));
-  REQUIRE(rc == 0);
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -274,41 +246,20 @@ TEST_CASE(
     INFO(type << " " << dtype);
     const fs::path dir = fresh_dir("random_" + type);
     std::ofstream(dir / "in.json") << tiny_random_config(type).dump();
-    oracle(fmt::format("random '{}' --config '{}' --seed 4 --dtype {}", (dir / "ckpt").string(),
-                       (dir / "in.json").string(), dtype),
-           dir / "random.log");
+    interoptest::run_oracle("qwen_reference.py",
+                            fmt::format("random '{}' --config '{}' --seed 4 --dtype {}",
+                                        (dir / "ckpt").string(), (dir / "in.json").string(), dtype),
+                            dir / "random.log");
     auto host = test::test_host();
     auto model = import_from(dir / "ckpt", *host);
-    model->to(torch::kFloat64);
-    model->eval();
     torch::manual_seed(9);
     const torch::Tensor tokens = torch::randint(0, 50, {2, 16});
-    json rows = json::array();
-    for (int64_t b = 0; b < 2; ++b) {
-      rows.push_back(
-          std::vector<int64_t>(tokens[b].data_ptr<int64_t>(), tokens[b].data_ptr<int64_t>() + 16));
-    }
-    std::ofstream(dir / "tokens.json") << rows.dump();
-    oracle(fmt::format("logits '{}' --tokens '{}' --out '{}' --greedy 32", (dir / "ckpt").string(),
-                       (dir / "tokens.json").string(), (dir / "out.safetensors").string()),
-           dir / "logits.log");
-    SafetensorsFile out((dir / "out.safetensors").string());
-    const torch::Tensor ref = out.load("logits");
-    torch::Tensor mine;
-    {
-      torch::NoGradGuard ng;
-      mine = model->forward(tokens);
-    }
-    REQUIRE(ref.sizes() == mine.sizes());
-    const torch::Tensor lp = torch::log_softmax(ref, -1), lq = torch::log_softmax(mine, -1);
-    const double kl = (lp.exp() * (lp - lq)).sum(-1).max().item<double>();
-    const double diff = (ref - mine).abs().max().item<double>();
-    INFO("KL " << kl << ", largest logit difference " << diff);
-    CHECK(kl < 1e-6);
-    CHECK(diff < 1e-4);  // the (1 + w) norms are rounded to the model's fp32 parameters
-    GenerateOptions g;
-    g.max_new_tokens = 32;
-    CHECK(out.load("greedy").equal(generate(*model, tokens, g).tokens));
+    const auto c =
+        interoptest::compare_with_oracle(*model, "qwen_reference.py", dir / "ckpt", tokens, dir);
+    INFO("KL " << c.kl << ", largest logit difference " << c.diff);
+    CHECK(c.kl < 1e-6);
+    CHECK(c.diff < 1e-4);  // the (1 + w) norms are rounded to the model's fp32 parameters
+    CHECK(c.greedy_equal);
     fs::remove_all(dir);
   }
 }

@@ -12,6 +12,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "hybridlab/error.h"
+#include "unit/interop/interop_test_util.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;
@@ -19,13 +20,7 @@ namespace fs = std::filesystem;
 namespace safetensors_test {
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() /
-                     ("hybridlab_safetensors_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return interoptest::fresh_dir("st_" + name); }
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');
