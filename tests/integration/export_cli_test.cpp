@@ -114,7 +114,8 @@ TEST_CASE("import cli: a random fla checkpoint runs, evaluates, generates and is
   const Result bad = cli("run " + q(exp) + " --runs-dir " + q((tmp.path / "runs2").string()));
   INFO(bad.out);
   CHECK(bad.code == 2);
-  CHECK(bad.out.find("ckpt/config.json: model_type: unknown checkpoint layout 'llama'") != std::string::npos);
+  CHECK(bad.out.find("ckpt/config.json: model_type: unknown checkpoint layout 'llama'") !=
+        std::string::npos);
   CHECK(!fs::exists(tmp.path / "runs2" / "imp"));
 }
 

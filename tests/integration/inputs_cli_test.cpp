@@ -253,9 +253,9 @@ TEST_CASE("a run folder whose source.yaml was edited fails cleanly, naming the f
   id.replace(digest, 13, "\"old_sha1\"");
   std::ofstream(run / "run.json") << id;
   edited("d_model: 16", "d_model: 32");
-  const std::string message = "checkpoint " + (run / "checkpoint" / "state.pt").string() +
-                              " does not fit the model built from " +
-                              (run / "source.yaml").string() + ": '";
+  const std::string message =
+      "checkpoint " + (run / "checkpoint" / "weights.safetensors").string() +
+      " does not fit the model built from " + (run / "source.yaml").string() + ": '";
   refused("eval " + q(run), message);
   refused("generate " + q(run) + " --prompt '1 2'", message);
   refused("analyze " + q(run) + " --no-plots", message);

@@ -407,7 +407,8 @@ TEST_CASE("runs cli: a train.init_from that cannot start the run is refused befo
   const fs::path source_runs = tmp.path / "source_runs";
   write_experiment(exp, "", "{steps: 2, batch_size: 4, warmup_steps: 0}");
   REQUIRE(cli("run " + q(exp) + " --runs-dir " + q(source_runs) + " --quiet").code == 0);
-  const fs::path ckpt = source_runs / "tiny" / "main" / "checkpoint" / "state.pt";
+  // A finished run is read from its weights file (train/weights_file.h).
+  const fs::path ckpt = source_runs / "tiny" / "main" / "checkpoint" / "weights.safetensors";
   REQUIRE(fs::exists(ckpt));
   fs::resize_file(ckpt, fs::file_size(ckpt) / 2);
   refused((source_runs / "tiny" / "main").string(), "holds an unreadable checkpoint");

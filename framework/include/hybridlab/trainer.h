@@ -105,7 +105,9 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
                    const std::string& run_dir, const TrainerHooks& hooks = {},
                    ProcessGroup* group = nullptr);
 
-/// Loads run_dir/checkpoint/state.pt into `model`; returns its step, or -1 when absent. Throws
+/// Loads the run's trained weights into `model`: run_dir/checkpoint/weights.safetensors when
+/// training wrote it (at its end; streamed, about the model's size in memory), else
+/// run_dir/checkpoint/state.pt. Returns the step, or -1 when there is no checkpoint. Throws
 /// CheckpointUnreadable ("checkpoint <path> is unreadable (...)") for a damaged or foreign file;
 /// train() does the same when it resumes. A checkpoint whose parameters are not the model's (a name
 /// missing, another shape: LibTorch's loader would replace the tensor silently) is a UserError

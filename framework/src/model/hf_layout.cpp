@@ -132,7 +132,7 @@ std::vector<std::pair<std::string, YAML::Node>> hf_model_keys(const std::string&
 
 void expand_model_from(Config& cfg, const std::string& base_dir) {
   const YAML::Node from = cfg.lookup("model.from");
-  if (!from.IsDefined() || from.IsNull()) return;
+  if (!from.IsDefined() || from.IsNull() || (from.IsScalar() && from.Scalar().empty())) return;
   const Location at = cfg.location("model.from");
   if (!from.IsScalar()) throw ConfigError(at.str() + ": model.from: expected a folder path");
   fs::path dir = from.as<std::string>();

@@ -258,7 +258,8 @@ std::shared_ptr<ModelOptions> read_model_options(Section s) {
   o->init_std = s.get<double>("init_std", o->init_std);
   o->fused_kernels = s.get<bool>("fused_kernels", o->fused_kernels);
   o->head = read_head(s);
-  o->from = s.get<std::string>("from", "");
+  // Read only when given, so that a resolved config does not carry an empty `from`.
+  if (s.has("from")) o->from = s.get<std::string>("from", "");
   s.check(o->d_model > 0, "d_model", "must be > 0");
   s.check(o->vocab_size > 0, "vocab_size", "must be > 0");
   s.check(o->norm_eps > 0, "norm_eps", "must be > 0");

@@ -17,8 +17,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -27,6 +27,7 @@
 #include "hybridlab/run_record.h"
 #include "hybridlab/runtime.h"
 #include "train/progress.h"
+#include "train/weights_file.h"
 #include "util/atomic_file.h"
 
 namespace hybridlab {
@@ -201,6 +202,20 @@ int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
     return UserError(
         fmt::format("checkpoint {} does not fit the model built from {}: {}", path, origin, why));
   };
+  // The weights file of a run that finished training: the model alone, streamed.
+  if (const std::string weights = weights_path(run_dir); fs::exists(weights)) {
+    require_plain_file(weights);
+    const auto unfit_weights = [&](const std::string& why) {
+      return UserError(fmt::format("checkpoint {} does not fit the model built from {}: {}",
+                                   weights, origin, why));
+    };
+    try {
+      return load_weights(model, weights, unfit_weights);
+    } catch (const DataError& e) {
+      // A damaged file: reported as a damaged state.pt is, with the same advice.
+      throw CheckpointUnreadable(weights, e.what());
+    }
+  }
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& p : model.named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
   int64_t step_value = -1;
@@ -542,7 +557,10 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       last_ckpt_text = fmt::format("'{}' (step {})", ckpt, step + 1);
     }
   }
-  if (writer) save_checkpoint(model, *opt, step, run_dir);
+  if (writer) {
+    save_checkpoint(model, *opt, step, run_dir);
+    save_weights(model, step, run_dir);  // what eval, analyze and export read (weights_file.h)
+  }
   progress.finish();
   summary.steps = step;
   summary.wall_s = seconds(Clock::now() - t_begin);

@@ -34,13 +34,11 @@ std::string free_space_text(const std::string& path) {
   return std::string(text) + " on the filesystem of '" + dir + "'";
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  write_file_atomic(path, [&content](std::FILE* f) {
-    return std::fwrite(content.data(), 1, content.size(), f) == content.size();
-  });
-}
+namespace {
 
-void write_file_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write) {
+// write_file_atomic's one body; `size` (bytes, -1 unknown) names the intended size in a refusal.
+void write_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write,
+                  int64_t size) {
   const fs::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) {
@@ -66,19 +64,35 @@ void write_file_atomic(const std::string& path, const std::function<bool(std::FI
   }
   const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   const int saved_errno = errno;
-  const long size = std::ftell(f);
+  const long written_bytes = std::ftell(f);
   std::fclose(f);
   if (!written || !flushed) {
     std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "' (" + std::to_string(size) +
-                    " bytes written): " + std::strerror(saved_errno) + "; " +
-                    free_space_text(path) + "; the previous file, if any, is unchanged");
+    const std::string bytes = size >= 0 ? std::to_string(size) + " bytes"
+                                        : std::to_string(written_bytes) + " bytes written";
+    throw UserError("cannot write '" + path + "' (" + bytes + "): " + std::strerror(saved_errno) +
+                    "; " + free_space_text(path) + "; the previous file, if any, is unchanged");
   }
   fs::rename(tmp, target, ec);
   if (ec) {
     std::remove(tmp.c_str());
     throw UserError("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
   }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  write_atomic(
+      path,
+      [&content](std::FILE* f) {
+        return std::fwrite(content.data(), 1, content.size(), f) == content.size();
+      },
+      static_cast<int64_t>(content.size()));
+}
+
+void write_file_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write) {
+  write_atomic(path, write, -1);
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 #include "job_support.h"
+#include "model/model_options.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;
@@ -96,10 +97,44 @@ TEST_CASE("resume: a killed run resumed equals an uninterrupted run", "[job][tra
   // Same final eval numbers.
   const auto ra = evaluate(*ma, *e.task, e), rc = evaluate(*mc, *e.task, e);
   REQUIRE(ra[1].metrics.at("loss") == rc[1].metrics.at("loss"));
-  // The saved model loads back.
-  auto md = build_model(*e.model, *hc, ModelBuildContext{32, 64});
-  REQUIRE(load_model_checkpoint(*md, a.str()) == 12);
-  REQUIRE(torch::equal(md->parameters()[0], ma->parameters()[0]));
+  // The saved model loads back: from the weights file the end of training wrote (every
+  // parameter, bit for bit), and from state.pt when that file is absent.
+  REQUIRE(fs::exists(a.path / "checkpoint" / "weights.safetensors"));
+  for (const bool weights_file : {true, false}) {
+    INFO("from the weights file: " << weights_file);
+    if (!weights_file) fs::remove(a.path / "checkpoint" / "weights.safetensors");
+    torch::manual_seed(7);
+    auto md = build_model(*e.model, *hc, ModelBuildContext{32, 64});
+    REQUIRE(load_model_checkpoint(*md, a.str()) == 12);
+    for (const auto& item : ma->named_parameters()) {
+      INFO(item.key());
+      CHECK(torch::equal(item.value(), md->named_parameters()[item.key()]));
+    }
+  }
+}
+
+TEST_CASE("weights file: a model of another shape or a damaged file is refused by name",
+          "[job][train]") {
+  jobtest::TempDir a;
+  const Experiment e = tiny("{steps: 2, batch_size: 4, lr: 0.01, warmup_steps: 0}");
+  TrainerHooks quiet;
+  quiet.quiet = true;
+  std::unique_ptr<PluginHost> h;
+  auto m = model_for(e, h);
+  e.task->prepare({32, 64});
+  train(*m, *e.task, e, a.str(), quiet);
+  const fs::path weights = a.path / "checkpoint" / "weights.safetensors";
+  REQUIRE(fs::exists(weights));
+  // A wider model: the first parameter that differs is named with both shapes.
+  ModelOptions wider = *e.model;
+  wider.d_model = 2 * e.model->d_model;
+  auto mw = build_model(wider, *h, ModelBuildContext{32, 64});
+  CHECK_THROWS_WITH(load_model_checkpoint(*mw, a.str()),
+                    Catch::Contains("checkpoint " + weights.string() + " does not fit") &&
+                        Catch::Contains("in the checkpoint,"));
+  fs::resize_file(weights, fs::file_size(weights) - 8);
+  auto mm = build_model(*e.model, *h, ModelBuildContext{32, 64});
+  CHECK_THROWS_AS(load_model_checkpoint(*mm, a.str()), CheckpointUnreadable);
 }
 
 TEST_CASE("training learns: mqar loss falls on a tiny model", "[job][train]") {
