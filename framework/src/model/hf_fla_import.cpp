@@ -7,20 +7,16 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "checkpoint/safetensors.h"
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
 #include "model/hf_fla_names.h"
 #include "model/hf_layout.h"
 #include "model/hybrid_model.h"
-#include "util/atomic_file.h"
 
 namespace hybridlab {
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
