@@ -50,7 +50,12 @@ else()
   find_package(CLI11 REQUIRED)
   find_package(nlohmann_json 3 REQUIRED)
   find_package(fmt REQUIRED)
+  # RE2 runs the BPE tokenizers' pre-tokenizer patterns (framework/src/tokenizer/pretokenizer.h).
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 endif()
+# A bundle (a GPU machine without network) has no RE2: that build reads no BPE tokenizer
+# (task.tokenizer other than `bytes` is refused with a message) and is otherwise complete.
 
 # yaml-cpp 0.7 exports `yaml-cpp`, 0.8 exports `yaml-cpp::yaml-cpp`: accept either.
 if(HYBRIDLAB_BUNDLED_DEPS)

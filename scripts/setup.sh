@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sets hybridlab up on Debian 12: system packages, the Brown corpus, a Release build.
+# Sets hybridlab up on Debian 12: system packages, the Brown corpus and GPT-2's BPE ranks, a
+# Release build.
 # Idempotent: a second run only rebuilds what changed.
 #
 # usage: scripts/setup.sh [--no-data] [--all] [--build-dir DIR]
-#   --no-data       skip fetching the Brown corpus (tests do not need it)
+#   --no-data       skip fetching the Brown corpus and GPT-2's BPE ranks
 #   --all           build the tests and benchmarks too, and install what they need (default:
 #                   the CLI and its plugins)
 #   --build-dir D   build folder (default: build)
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     --no-data) fetch_data=0 ;;
     --all) build_target=all ;;
     --build-dir) build_dir="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -34,7 +35,7 @@ packages=(
   g++ clang make cmake ninja-build ccache git ca-certificates pkg-config
   libtorch-dev libopenblas0-openmp libgloo-dev
   libyaml-cpp-dev libboost-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  libbenchmark-dev gnuplot-nox
+  libbenchmark-dev gnuplot-nox libre2-dev
 )
 # The tests' independent oracle of flash-linear-attention's forward pass
 # (tests/fixtures/interop/fla_reference.py) runs on the system Python with PyTorch.
@@ -77,6 +78,8 @@ if [ "$fetch_data" = 1 ]; then
     step "fetching the Brown corpus into data/brown"
     scripts/fetch_brown.sh
   fi
+  step "fetching GPT-2's BPE ranks into data/tokenizers (task.tokenizer: gpt2)"
+  scripts/fetch_gpt2.sh
 fi
 
 # ---- 3. build
