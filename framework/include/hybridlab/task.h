@@ -45,9 +45,11 @@ struct Batch {
 
 /// Sums over scored positions, accumulated over eval batches (see score_batch).
 struct ScoreSums {
-  double loss_sum = 0;                    ///< sum of cross-entropy (nats) over scored positions
-  int64_t tokens = 0;                     ///< scored positions
-  int64_t correct_tokens = 0;             ///< scored positions whose argmax equals the target
+  double loss_sum = 0;         ///< sum of cross-entropy (nats) over scored positions
+  int64_t tokens = 0;          ///< scored positions
+  int64_t correct_tokens = 0;  ///< scored positions whose argmax equals the target
+  /// Bytes of text the scored targets stand for (Task::token_bytes); 0 when the task has none.
+  int64_t target_bytes = 0;
   int64_t examples = 0;                   ///< sequences with at least one scored position
   int64_t correct_examples = 0;           ///< sequences whose every scored position is correct
   double example_accuracy_sum = 0;        ///< sum over sequences of their own token accuracy
@@ -57,10 +59,11 @@ struct ScoreSums {
 };
 
 /// Adds one batch to `sums`. logits [B,T,V] float, targets [B,T] int64 (kIgnoreIndex skipped).
-/// `per_position` also fills the per-position sums (loss, count, correct). Runs under the caller's
-/// grad mode.
+/// `per_position` also fills the per-position sums (loss, count, correct). `token_bytes` ([V']
+/// int64, V' >= every target id; Task::token_bytes), when defined, adds the bytes of the scored
+/// targets to ScoreSums::target_bytes. Runs under the caller's grad mode.
 void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
-                 bool per_position);
+                 bool per_position, const torch::Tensor& token_bytes = {});
 
 /// Where relative data paths are resolved and which lengths the model must serve.
 struct TaskContext {
@@ -118,6 +121,11 @@ class Task {
   /// Whether token ids are bytes (vocab 256 holding text: text, passkey, niah, copy), so a prompt
   /// and a continuation can be shown as text (`hybridlab generate`). Default: opaque token ids.
   virtual bool byte_level() const { return false; }
+  /// When token ids are subword units of text (text with a BPE `task.tokenizer`): the bytes each
+  /// id stands for, [vocab_size()] int64, so that eval sums the bytes its scored targets cover
+  /// (ScoreSums::target_bytes) and reports per-byte metrics that compare across tokenizers.
+  /// Undefined (the default) when a token is a byte or not text.
+  virtual torch::Tensor token_bytes() const { return {}; }
   /// Whether the scored positions of every example are one contiguous answer span (passkey's key,
   /// niah's value, a copied string), so the answer can be decoded instead of teacher forced
   /// (`eval.scoring: generated`). Tasks scoring interleaved positions (MQAR queries) or every

@@ -27,6 +27,7 @@ void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
   std::vector<double> flat = {s.loss_sum,
                               static_cast<double>(s.tokens),
                               static_cast<double>(s.correct_tokens),
+                              static_cast<double>(s.target_bytes),
                               static_cast<double>(s.examples),
                               static_cast<double>(s.correct_examples),
                               s.example_accuracy_sum};
@@ -40,13 +41,15 @@ void all_reduce_sums(ScoreSums& s, int64_t length, ProcessGroup& group) {
   s.loss_sum = v[0];
   s.tokens = count(v[1]);
   s.correct_tokens = count(v[2]);
-  s.examples = count(v[3]);
-  s.correct_examples = count(v[4]);
-  s.example_accuracy_sum = v[5];
+  s.target_bytes = count(v[3]);
+  s.examples = count(v[4]);
+  s.correct_examples = count(v[5]);
+  s.example_accuracy_sum = v[6];
+  constexpr int64_t kScalars = 7;
   for (int64_t i = 0; i < curve; ++i) {
-    s.position_loss_sum[static_cast<size_t>(i)] = v[6 + i];
-    s.position_count[static_cast<size_t>(i)] = count(v[6 + curve + i]);
-    s.position_correct[static_cast<size_t>(i)] = count(v[6 + 2 * curve + i]);
+    s.position_loss_sum[static_cast<size_t>(i)] = v[kScalars + i];
+    s.position_count[static_cast<size_t>(i)] = count(v[kScalars + curve + i]);
+    s.position_correct[static_cast<size_t>(i)] = count(v[kScalars + 2 * curve + i]);
   }
 }
 
@@ -95,6 +98,7 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
     all_targets.slice(1, 0, length - eval.stride).fill_(kIgnoreIndex);
   }
   ScoreSums sums;
+  const torch::Tensor token_bytes = task.token_bytes();
   if (eval.scoring == EvalScoring::kGenerated) {
     score_generated(model, set, bs, sums);
   } else {
@@ -103,7 +107,7 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
       const torch::Tensor tokens = set.tokens.slice(0, i, j).to(device);
       const torch::Tensor targets = all_targets.slice(0, i, j).to(device);
       score_batch(model.forward(tokens), targets, sums,
-                  task.per_position_curve() || task.position_accuracy_curve());
+                  task.per_position_curve() || task.position_accuracy_curve(), token_bytes);
     }
   }
   if (split) all_reduce_sums(sums, length, *group);

@@ -116,6 +116,7 @@ class MixtureTask : public Task {
   bool per_position_curve() const override { return base_->per_position_curve(); }
   bool position_accuracy_curve() const override { return base_->position_accuracy_curve(); }
   bool byte_level() const override { return base_->byte_level(); }
+  torch::Tensor token_bytes() const override { return base_->token_bytes(); }
   bool answer_span() const override { return base_->answer_span(); }
   std::map<std::string, double> chance_levels() const override { return base_->chance_levels(); }
   std::string packed_documents_setting() const override {

@@ -26,7 +26,7 @@ Batch Task::validation_set(int64_t, int64_t, uint64_t, const std::vector<int64_t
 }
 
 void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, ScoreSums& sums,
-                 bool per_position) {
+                 bool per_position, const torch::Tensor& token_bytes) {
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
   const torch::Tensor mask = targets != kIgnoreIndex;
   const torch::Tensor safe = targets.masked_fill(~mask, 0);
@@ -41,6 +41,10 @@ void score_batch(const torch::Tensor& logits, const torch::Tensor& targets, Scor
   sums.loss_sum += nll.sum().item<double>();
   sums.tokens += per_ex_n.sum().item<int64_t>();
   sums.correct_tokens += per_ex_c.sum().item<int64_t>();
+  if (token_bytes.defined()) {
+    const torch::Tensor lengths = token_bytes.to(safe.device()).index({safe});
+    sums.target_bytes += (lengths * mask).sum().item<int64_t>();
+  }
   sums.examples += has.sum().item<int64_t>();
   sums.correct_examples += ((per_ex_c == per_ex_n) & has).sum().item<int64_t>();
   sums.example_accuracy_sum +=

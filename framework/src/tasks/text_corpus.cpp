@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "hybridlab/error.h"
+#include "tokenizer/bpe.h"
 #include "util/atomic_file.h"
 
 namespace hybridlab::tasks {
@@ -107,8 +108,9 @@ DocumentSet make_set(const std::vector<Doc>& docs) {
   DocumentSet s;
   int64_t total = 0;
   for (const auto& d : docs) total += static_cast<int64_t>(d.text.size());
-  s.bytes = torch::empty({total}, torch::kUInt8);
-  auto* p = s.bytes.data_ptr<uint8_t>();
+  s.tokens = torch::empty({total}, torch::kUInt8);
+  s.text_bytes = total;
+  auto* p = s.tokens.data_ptr<uint8_t>();
   int64_t at = 0;
   for (const auto& d : docs) {
     std::copy(d.text.begin(), d.text.end(), p + at);
@@ -122,7 +124,9 @@ DocumentSet make_set(const std::vector<Doc>& docs) {
   return s;
 }
 
-fs::path resolve(const std::string& path, const std::string& config_dir) {
+}  // namespace
+
+fs::path resolve_data_path(const std::string& path, const std::string& config_dir) {
   const fs::path p(path);
   if (p.is_absolute() || fs::exists(p)) return p;
   // Relative to the experiment file's folder and its parents (so `hybridlab run` works from any
@@ -136,7 +140,9 @@ fs::path resolve(const std::string& path, const std::string& config_dir) {
   return p;
 }
 
-// The places resolve() looked, for the error message.
+namespace {
+
+// The places resolve_data_path() looked, for the error message.
 std::string tried(const std::string& path, const std::string& config_dir) {
   const fs::path p(path);
   std::string out = "'" + fs::absolute(p).lexically_normal().string() + "'";
@@ -150,7 +156,7 @@ std::string tried(const std::string& path, const std::string& config_dir) {
 
 TextCorpus load_text_corpus(const std::string& path, const std::string& config_dir,
                             double eval_fraction, const std::string& separator) {
-  const fs::path root = resolve(path, config_dir);
+  const fs::path root = resolve_data_path(path, config_dir);
   TextCorpus c;
   c.root = root.string();
   if (std::error_code loop; !fs::exists(root, loop) && loop.value() == ELOOP) {
@@ -226,6 +232,26 @@ TextCorpus load_text_corpus(const std::string& path, const std::string& config_d
   c.train = make_set(train);
   c.validation = make_set(validation);
   return c;
+}
+
+DocumentSet tokenize_documents(const DocumentSet& set, const tokenizer::BpeTokenizer& tok) {
+  DocumentSet out;
+  out.names = set.names;
+  out.text_bytes = set.text_bytes;
+  std::vector<int32_t> all;
+  all.reserve(static_cast<size_t>(set.text_bytes / 3));
+  const auto* p = reinterpret_cast<const char*>(set.tokens.data_ptr<uint8_t>());
+  for (size_t d = 0; d < set.lengths.size(); ++d) {
+    const std::vector<int32_t> ids =
+        tok.encode(std::string_view(p + set.offset_of[d], static_cast<size_t>(set.lengths[d])));
+    out.offset_of.push_back(static_cast<int64_t>(all.size()));
+    out.lengths.push_back(static_cast<int64_t>(ids.size()));
+    out.longest = std::max<int64_t>(out.longest, static_cast<int64_t>(ids.size()));
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  out.tokens = torch::tensor(torch::ArrayRef<int32_t>(all), torch::kInt);
+  out.offsets = torch::tensor(out.offset_of, torch::kLong);
+  return out;
 }
 
 }  // namespace hybridlab::tasks

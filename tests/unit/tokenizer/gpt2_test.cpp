@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "tasks/text_corpus.h"
 #include "tokenizer/tokenizer_file.h"
 #include "util/atomic_file.h"
 
