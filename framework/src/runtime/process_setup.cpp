@@ -103,7 +103,11 @@ BlasKernels select_blas_kernels() {
 bool keep_freed_memory_in_heap() {
   static const bool done = [] {
 #if defined(__GLIBC__)
-    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1;
+    // glibc caps M_MMAP_THRESHOLD at 32 MiB, so larger blocks (a subword model's logits: B x T x
+    // 50257 floats, 100-200 MB) would still be mapped afresh per step; M_MMAP_MAX 0 serves every
+    // block from the heap (a block too large for a thread arena falls back to the main one).
+    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 &&
+           mallopt(M_MMAP_MAX, 0) == 1;
 #else
     return false;
 #endif
