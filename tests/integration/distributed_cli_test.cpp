@@ -158,7 +158,7 @@ TEST_CASE("distributed cli: 2 local ranks log the losses of one process, rank 0 
   }
 }
 
-TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resumes",
+TEST_CASE("distributed cli: a killed rank stops the job naming it, a rerun resumes",
           "[distributed][cli]") {
   Tmp tmp;
   const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";
@@ -184,7 +184,7 @@ TEST_CASE("distributed cli: a killed rank stops the job naming it; a rerun resum
   CHECK(res["train"]["steps"] == 2000);
 }
 
-TEST_CASE("distributed cli: SIGTERM to the launcher stops every rank after one step; rerun resumes",
+TEST_CASE("distributed cli: SIGTERM to the launcher stops every rank after one step, rerun resumes",
           "[distributed][cli]") {
   Tmp tmp;
   const fs::path exp = tmp.path / "dp.yaml", runs = tmp.path / "runs";

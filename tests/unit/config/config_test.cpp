@@ -189,7 +189,7 @@ TEST_CASE("a section that should be a map but is not is an error", "[config]") {
   CHECK_THAT(cfg.errors()[0], Contains("m.yaml:1:1") && Contains("expected a map"));
 }
 
-TEST_CASE("runtime: threads auto means all cores; cuda absent is a clear error", "[config]") {
+TEST_CASE("runtime: threads auto means all cores, cuda absent is a clear error", "[config]") {
   Config cfg = Config::parse("runtime: {threads: auto, device: cuda}\n", "d.yaml");
   auto opts = hybridlab::read_runtime_options(cfg.section("runtime"));
   cfg.raise_errors();

@@ -51,7 +51,7 @@ TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
   CHECK_FALSE(eval_safe_key("train.lr"));
 }
 
-TEST_CASE("eval variants: read in file order; a shape-changing key is refused at file:line",
+TEST_CASE("eval variants: read in file order, a shape-changing key is refused at file:line",
           "[config][eval_variants]") {
   const Experiment e = read(
       "    ntk: {model.attention.position.rope_scaling: {type: ntk, factor: 4}}\n"

@@ -13,7 +13,7 @@
 using namespace hybridlab;
 using Catch::Matchers::Contains;
 
-TEST_CASE("registry: duplicates name both origins; unknown names get the nearest", "[registry]") {
+TEST_CASE("registry: duplicates name both origins, unknown names get the nearest", "[registry]") {
   Registry<int> r("widget");
   r.add("rope", 1, "a.so");
   r.add("alibi", 2, "built in");
@@ -36,7 +36,7 @@ TEST_CASE("registry: duplicates name both origins; unknown names get the nearest
   REQUIRE(Registry<int>("widget").unknown("x") == "unknown widget 'x' (widgets: none)");
 }
 
-TEST_CASE("registry: mixer types by name and letter; tasks", "[registry]") {
+TEST_CASE("registry: mixer types by name and letter, tasks", "[registry]") {
   MixerRegistry m;
   register_builtin_mixers(m);
   REQUIRE(m.find("A") == m.find("attention"));
@@ -52,11 +52,12 @@ TEST_CASE("registry: mixer types by name and letter; tasks", "[registry]") {
                       Contains("two mixer types are named 'gated_deltanet'"));
   REQUIRE(m.types().size() == 2);
 
-  const std::vector<std::string> all = {
-      "algorithmic",       "copy",           "flip_flop", "fuzzy_recall",
-      "in_context_recall", "memorization",   "mqar",      "niah",
-      "noisy_recall",      "passkey",        "ruler_cwe", "ruler_fwe",
-      "ruler_vt",          "selective_copy", "text",      "word_problem"};
+  const std::vector<std::string> all = {"algorithmic",  "compression",  "copy",
+                                        "flip_flop",    "fuzzy_recall", "in_context_recall",
+                                        "memorization", "mqar",         "niah",
+                                        "noisy_recall", "passkey",      "ruler_cwe",
+                                        "ruler_fwe",    "ruler_vt",     "selective_copy",
+                                        "text",         "word_problem"};
   REQUIRE(tasks::task_registry().names() == all);
   REQUIRE(task_types().size() == all.size());
   for (size_t i = 0; i < all.size(); ++i) REQUIRE(task_types()[i].name == all[i]);  // by name

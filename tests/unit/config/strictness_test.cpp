@@ -91,7 +91,7 @@ TEST_CASE("strict: integers are plain decimal digits", "[config][strict]") {
   CHECK_THAT(read_error<int64_t>("x: {n: \"20\"}", "n"), Contains("a quoted value is a string"));
 }
 
-TEST_CASE("strict: numbers are finite decimals; .inf and .nan are refused", "[config][strict]") {
+TEST_CASE("strict: numbers are finite decimals, .inf and .nan are refused", "[config][strict]") {
   CHECK(read_ok<double>("x: {v: 1.0e-3}", "v") == 1e-3);
   CHECK(read_ok<double>("x: {v: 2}", "v") == 2.0);
   CHECK(read_ok<double>("x: {v: -.5}", "v") == -0.5);
@@ -117,7 +117,7 @@ TEST_CASE("strict: numbers are finite decimals; .inf and .nan are refused", "[co
              Contains("list of finite numbers"));
 }
 
-TEST_CASE("strict: a quoted scalar is a string; plain words are strings too", "[config][strict]") {
+TEST_CASE("strict: a quoted scalar is a string, plain words are strings too", "[config][strict]") {
   CHECK(read_ok<std::string>("x: {s: \"20\"}", "s") == "20");
   CHECK(read_ok<std::string>("x: {s: rope}", "s") == "rope");
   CHECK(read_ok<std::vector<std::string>>("x: {s: [a, \"b c\"]}", "s") ==

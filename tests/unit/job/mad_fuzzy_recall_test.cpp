@@ -39,7 +39,7 @@ std::vector<std::pair<Motif, Motif>> pairs_of(const std::vector<int64_t>& row, i
 
 }  // namespace
 
-TEST_CASE("fuzzy_recall: motif keys keep their values; shown keys' values scored in eval",
+TEST_CASE("fuzzy_recall: motif keys keep their values, shown keys' values scored in eval",
           "[job][tasks]") {
   // vocab 16: keys 0-6, values 7-14, pad 15 (MAD's multi-query setting).
   auto t = make_task("task: {name: fuzzy_recall}");

@@ -59,7 +59,7 @@ TEST_CASE("sweep: grid x seeds in file order, last axis fastest, names from vari
   REQUIRE(e.config.lookup("train.seed").IsDefined() == false);  // the base is untouched
 }
 
-TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelled by name",
+TEST_CASE("sweep: zip groups vary together, exclude drops variants, maps labelled by name",
           "[job][sweep]") {
   // vocab_size 256: the copy task uses byte ids.
   std::string yaml =
@@ -82,7 +82,7 @@ TEST_CASE("sweep: zip groups vary together; exclude drops variants; maps labelle
                                                 "task-copy_d_model-16_n_heads-2"});
 }
 
-TEST_CASE("sweep: empty maps read as none; repeated labels fall back to the values' leaves",
+TEST_CASE("sweep: empty maps read as none, repeated labels fall back to the values' leaves",
           "[job][sweep]") {
   // iRoPE beside plain RoPE and FoX: the position labels repeat (rope twice), the overrides are
   // {} for two rows (no overrides: "none") and a layer's scheme for the third.

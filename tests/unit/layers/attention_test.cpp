@@ -185,7 +185,7 @@ TEST_CASE("attention: positional hooks enter where the design says (probe scheme
   REQUIRE_TENSORS_CLOSE(out, oracle(q, k, v, q_pos, k_pos, 0, true, probe.get()), 1e-5);
 }
 
-TEST_CASE("attention: rotate is called once per call with all keys; cache keeps them unrotated",
+TEST_CASE("attention: rotate is called once per call with all keys, cache keeps them unrotated",
           "[attention]") {
   torch::manual_seed(12);
   auto probe = std::make_shared<ProbeScheme>(4, 8, kHookRotate | kHookLogitBias | kHookRelative);
@@ -207,7 +207,7 @@ TEST_CASE("attention: rotate is called once per call with all keys; cache keeps 
   REQUIRE_TENSORS_CLOSE(torch::cat(outs, 1), whole, 1e-5);
 }
 
-TEST_CASE("attention: a sliding window hides tokens beyond it; its KV cache stays bounded",
+TEST_CASE("attention: a sliding window hides tokens beyond it, its KV cache stays bounded",
           "[attention]") {
   torch::manual_seed(13);
   const int64_t W = 4;
@@ -303,8 +303,8 @@ void copy_projections(Attention& from, Attention& to) {
 }  // namespace
 
 TEST_CASE(
-    "attention ablation: none changes nothing; no_position == the same weights without "
-    "hooks; window == a layer built with it",
+    "attention ablation: none changes nothing, no_position == the same weights without "
+    "hooks, window == a layer built with it",
     "[attention][ablation]") {
   torch::manual_seed(14);
   auto probe = std::make_shared<ProbeScheme>(4, 8, kHookRotate | kHookLogitBias | kHookRelative);

@@ -112,7 +112,7 @@ TEST_CASE("fox: the reference's hand values (τ = 10, f = 1/2 gives weights 1/7,
   }
 }
 
-TEST_CASE("fox: a constant gate is ALiBi with slope −ln f; f ≡ 1 is no position at all",
+TEST_CASE("fox: a constant gate is ALiBi with slope −ln f, f ≡ 1 is no position at all",
           "[position][fox]") {
   torch::manual_seed(3);
   const PositionContext ctx = context(32, 4, 4, 8);
@@ -153,7 +153,7 @@ TEST_CASE("fox: a constant gate is ALiBi with slope −ln f; f ≡ 1 is no posit
   REQUIRE(err_ratio(c.forward(xf, pos, nullptr), d.forward(xf, pos, nullptr)) < 1e-6);
 }
 
-TEST_CASE("fox: the first token's forget gate gets no gradient; every later one does",
+TEST_CASE("fox: the first token's forget gate gets no gradient, every later one does",
           "[position][fox]") {
   // ln f_0 never enters any D_ij = Σ_{l=j+1..i} ln f_l (§4 tests), so ∂L/∂ln f_0 = 0.
   torch::manual_seed(5);

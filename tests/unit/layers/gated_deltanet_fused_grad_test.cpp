@@ -207,7 +207,7 @@ TEST_CASE("fused training kernel: strong decay and full reset, gradients exact i
   }
 }
 
-TEST_CASE("fused training kernel: only some inputs need gradients; threads change nothing",
+TEST_CASE("fused training kernel: only some inputs need gradients, threads change nothing",
           "[gdn][fused]") {
   const Inputs in = make_inputs(2, 2, 4, 70, 8, 16, true, 1.0, 71);
   // v alone requires grad.

@@ -301,7 +301,7 @@ TEST_CASE("identity: decay only (beta = 0, constant g) gives h_T = e^{sum g} h0"
   REQUIRE_TENSORS_CLOSE(c.state, in.h0 * std::exp(-0.05 * 20), 1e-13);
 }
 
-TEST_CASE("identity: the delta rule overwrites (k, v1) by (k, v2); linear attention would sum",
+TEST_CASE("identity: the delta rule overwrites (k, v1) by (k, v2), linear attention would sum",
           "[gdn]") {
   const auto dt = torch::kFloat;
   torch::Tensor k = torch::zeros({1, 1, 3, 4}, dt);

@@ -141,7 +141,7 @@ TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]")
   }
 }
 
-TEST_CASE("GDN layer: allow_neg_eigval doubles beta; decoding and recurrent mode still agree",
+TEST_CASE("GDN layer: allow_neg_eigval doubles beta, decoding and recurrent mode still agree",
           "[gdn]") {
   torch::manual_seed(4);
   GatedDeltaNetOptions o = small_options();

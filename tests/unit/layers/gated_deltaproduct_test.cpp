@@ -169,7 +169,7 @@ TEST_CASE("gated deltaproduct: one step per token is Gated DeltaNet with the sam
                            gdn.forward(x, torch::arange(19), nullptr)) < 1e-12);
 }
 
-TEST_CASE("gated deltaproduct: the chunked layer equals the recurrent one; FD gradients",
+TEST_CASE("gated deltaproduct: the chunked layer equals the recurrent one, FD gradients",
           "[mixer][deltaproduct]") {
   auto host = test::test_host();
   const bool fused = GENERATE(true, false);

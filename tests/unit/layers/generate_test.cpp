@@ -75,7 +75,7 @@ TEST_CASE("generate: greedy decoding with the cache equals argmax of full forwar
   }
 }
 
-TEST_CASE("generate: sampling is fixed by the seed; top_k 1 is greedy", "[generate][model]") {
+TEST_CASE("generate: sampling is fixed by the seed, top_k 1 is greedy", "[generate][model]") {
   auto host = hybridlab::test::test_host();
   auto model = small_model("GA", *host);
   const torch::Tensor prompt = torch::randint(0, 40, {2, 9});
@@ -111,7 +111,7 @@ TEST_CASE("generate: sampling is fixed by the seed; top_k 1 is greedy", "[genera
   CHECK(top3.eq(k3.unsqueeze(-1)).any(-1).all().item<bool>());
 }
 
-TEST_CASE("generate: refusals name the problem; the training flag is restored",
+TEST_CASE("generate: refusals name the problem, the training flag is restored",
           "[generate][model]") {
   auto host = hybridlab::test::test_host();
   auto model = small_model("GA", *host);

@@ -76,7 +76,7 @@ TEST_CASE("linear_cpu equals torch::linear and its gradients in fp64, split by r
   }
 }
 
-TEST_CASE("linear_cpu in fp32 agrees with fp64; strided x; a gradient for one input only",
+TEST_CASE("linear_cpu in fp32 agrees with fp64, strided x, a gradient for one input only",
           "[linear_cpu]") {
   const IntraOpThreads restore;
   at::set_num_threads(2);
@@ -98,7 +98,7 @@ TEST_CASE("linear_cpu in fp32 agrees with fp64; strided x; a gradient for one in
         1e-12);
 }
 
-TEST_CASE("linear_cpu refuses what it cannot take; project() falls back to the module",
+TEST_CASE("linear_cpu refuses what it cannot take, project() falls back to the module",
           "[linear_cpu]") {
   const torch::Tensor x = torch::randn({4, 6});
   CHECK_FALSE(hybridlab::cpu_linear_applies(x, torch::randn({5, 6}, torch::kDouble)));

@@ -198,7 +198,7 @@ TEST_CASE("delta rule without decay: hand-derived states (recurrent and chunked)
   }
 }
 
-TEST_CASE("deltanet: the chunked layer equals the recurrent one; FD gradients", "[mixer]") {
+TEST_CASE("deltanet: the chunked layer equals the recurrent one, FD gradients", "[mixer]") {
   auto host = test::test_host();
   const bool fused = GENERATE(true, false);
   const bool neg = GENERATE(false, true);
@@ -375,7 +375,7 @@ TEST_CASE("mamba2: initialisation as the reference module", "[mixer][mamba2]") {
   CHECK(m->info(64).state_floats == 16 * 8 * 4 + 3 * (64 + 16));
 }
 
-TEST_CASE("mamba2: the chunked layer equals the recurrent one; FD gradients", "[mixer][mamba2]") {
+TEST_CASE("mamba2: the chunked layer equals the recurrent one, FD gradients", "[mixer][mamba2]") {
   auto host = test::test_host();
   torch::manual_seed(10);
   check_chunked_layer(*host, "mamba2", "d_state: 4, headdim: 8, ngroups: 2, chunk_size: 8", 16, 21,
@@ -455,14 +455,14 @@ TEST_CASE("kda: the gate's hand-derived values, through the gate observer", "[mi
   }
 }
 
-TEST_CASE("kda: the chunked layer equals the recurrent one; FD gradients", "[mixer][kda]") {
+TEST_CASE("kda: the chunked layer equals the recurrent one, FD gradients", "[mixer][kda]") {
   auto host = test::test_host();
   torch::manual_seed(12);
   check_chunked_layer(*host, "kda", "num_heads: 2, chunk_size: 4", 16, 19,
                       {"A_log", "dt_bias", "g_up.bias", "f_down.weight"});
 }
 
-TEST_CASE("kda: allow_neg_eigval doubles beta; chunked == recurrent, FD gradients",
+TEST_CASE("kda: allow_neg_eigval doubles beta, chunked == recurrent, FD gradients",
           "[mixer][kda]") {
   auto host = test::test_host();
   torch::manual_seed(13);

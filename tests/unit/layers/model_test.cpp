@@ -444,8 +444,8 @@ TEST_CASE("model: schemes in the wrong place and past their length are build-tim
 }
 
 TEST_CASE(
-    "model ablation: none changes nothing bit for bit; a zeroed mixer == its block without "
-    "the mixer branch; bad requests are refused",
+    "model ablation: none changes nothing bit for bit, a zeroed mixer == its block without "
+    "the mixer branch, bad requests are refused",
     "[model][ablation]") {
   auto host = hybridlab::test::test_host();
   torch::manual_seed(21);

@@ -187,7 +187,7 @@ TEST_CASE("RMSNorm in training: two threads give the one-thread gradients", "[no
   REQUIRE_TENSORS_CLOSE(two.dw, one.dw, 1e-4);  // summed in another order
 }
 
-TEST_CASE("l2_normalize in training: fused == tensor form, values and gradients; a worked example",
+TEST_CASE("l2_normalize in training: fused == tensor form, values and gradients, a worked example",
           "[norm]") {
   // (3, 4) → (0.6, 0.8) with eps 0, both forms.
   for (const bool fused : {false, true}) {

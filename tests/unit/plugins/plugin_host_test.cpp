@@ -106,7 +106,7 @@ TEST_CASE("an ABI mismatch names both versions and never calls the factory", "[p
   CHECK_THAT(scan.set_aside_plugins()[0].reason, Contains("999"));
 }
 
-TEST_CASE("a plugin built against API v1 loads and runs; a v2 hook from it is refused",
+TEST_CASE("a plugin built against API v1 loads and runs, a v2 hook from it is refused",
           "[plugins][api]") {
   REQUIRE(kPluginApiOldest == 1);
   REQUIRE(known_hooks(1) == (kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative));
@@ -146,7 +146,7 @@ TEST_CASE("two plugins with one name are refused with both paths where the name 
                       Contains("set aside"));
 }
 
-TEST_CASE("refused records on the search path are set aside; the other plugins work",
+TEST_CASE("refused records on the search path are set aside, the other plugins work",
           "[plugins][set_aside]") {
   PluginHost host({kFixtures + "bad_abi", kFixtures + "null_name", kFixtures + "bad_name",
                    kFixtures + "stale_mixer", HYBRIDLAB_TEST_PLUGIN_DIR});

@@ -62,7 +62,7 @@ TEST_CASE("fire: the learned threshold L = |L_mult * 512| and c change the input
   REQUIRE(std::abs(input_at(*c1, 100, 90) - std::log(11.0) / std::log(513.0)) < 1e-6);
 }
 
-TEST_CASE("fire: depends on the absolute query position; rows and tiles match the full bias",
+TEST_CASE("fire: depends on the absolute query position, rows and tiles match the full bias",
           "[position][fire]") {
   torch::manual_seed(41);
   auto fire = make_scheme("fire", "", test_context(4));

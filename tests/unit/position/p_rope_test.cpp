@@ -63,7 +63,7 @@ TEST_CASE("p_rope: p = 1 is RoPE, and the dropped pairs pass through bit for bit
           0.0);
 }
 
-TEST_CASE("p_rope: logits depend on m − n only; decoding steps match", "[position][p_rope]") {
+TEST_CASE("p_rope: logits depend on m − n only, decoding steps match", "[position][p_rope]") {
   torch::manual_seed(52);
   auto p = make_scheme("p_rope", "{p: 0.75}", test_context(2, 32));
   const torch::Tensor q = torch::randn({1, 2, 12, 32}), k = torch::randn({1, 2, 12, 32});

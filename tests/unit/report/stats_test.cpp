@@ -60,7 +60,7 @@ TEST_CASE("stats: mean interval of three seeds by hand", "[report][stats]") {
   REQUIRE(mean_interval({1, 2, 3}, 0.90).half_width == Approx(1.685854).epsilon(1e-6));
 }
 
-TEST_CASE("stats: one seed has no interval; missing values do not count", "[report][stats]") {
+TEST_CASE("stats: one seed has no interval, missing values do not count", "[report][stats]") {
   const Interval one = mean_interval({0.7});
   REQUIRE(one.n == 1);
   REQUIRE_FALSE(one.has_interval());

@@ -65,7 +65,7 @@ TEST_CASE("init_from: a source that is not a trained run is refused at its line,
   CHECK(refusal(next_config(dir.path, runstest::tiny_yaml(kTrain))).empty());
 }
 
-TEST_CASE("init_from: parameters that differ or would be dropped are named; partial is explicit",
+TEST_CASE("init_from: parameters that differ or would be dropped are named, partial is explicit",
           "[runs][init_from]") {
   runstest::TempDir src_dir, dir;
   const RunFolder src = runstest::prepare_main(src_dir.path, runstest::tiny_yaml(kTrain));

@@ -11,7 +11,7 @@
 
 namespace metrics_rows_test {
 
-TEST_CASE("metrics rows: steps, losses (null is NaN), rates; broken lines skipped", "[runs]") {
+TEST_CASE("metrics rows: steps, losses (null is NaN), rates, broken lines skipped", "[runs]") {
   namespace fs = std::filesystem;
   const fs::path file = fs::temp_directory_path() / "hybridlab_metrics_rows_test.jsonl";
   std::ofstream(file) << "{\"step\": 1, \"loss\": 4.5, \"tokens_per_s\": 1000}\n"

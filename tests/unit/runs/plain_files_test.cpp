@@ -33,7 +33,7 @@ ExecuteOptions stopping_after(int64_t step) {
 
 }  // namespace
 
-TEST_CASE("plain files: require_plain_file names links, folders and pipes; absent is fine",
+TEST_CASE("plain files: require_plain_file names links, folders and pipes, absent is fine",
           "[runs][plain_files]") {
   runstest::TempDir tmp;
   const fs::path file = tmp.path / "file", link = tmp.path / "link", fifo = tmp.path / "fifo";

@@ -51,7 +51,7 @@ TEST_CASE("run plan: unfinished runs resume, or restart when their config change
   CHECK(plan_run(folder(RunState::kNew, nullptr), "a", false).message.empty());
 }
 
-TEST_CASE("run plan: eval variants never retrain; a finished run gets the ones it lacks",
+TEST_CASE("run plan: eval variants never retrain, a finished run gets the ones it lacks",
           "[runs][plan]") {
   const char* trained = "train: {lr: 0.01}\neval: {lengths: [32]}\n";
   const std::string with =

@@ -51,7 +51,7 @@ const EvalVariantResult& variant(const RunResults& r, const std::string& name) {
 }  // namespace
 
 TEST_CASE(
-    "eval variants: repeating the trained setting is bit for bit; dynamic NTK changes only "
+    "eval variants: repeating the trained setting is bit for bit, dynamic NTK changes only "
     "lengths past the training length",
     "[runs][eval_variants]") {
   runstest::TempDir tmp;
