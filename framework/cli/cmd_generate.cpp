@@ -16,6 +16,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/generate.h"
 #include "run/build.h"
+#include "tokenizer/bpe.h"
 #include "util/fault_context.h"
 
 namespace hybridlab::cli {
@@ -105,9 +106,12 @@ void run_generate(const GenerateArgs& a) {
   TrainedRun t = load_trained_run(RunFolder(a.run_dir));  // reads the folder only: no lock
   BuiltRun& b = t.built;
   const Task& task = *b.exp.task;
+  const auto tokenizer = task.text_tokenizer();
   std::vector<int64_t> ids;
   if (task.byte_level()) {
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  } else if (tokenizer) {
+    for (int32_t id : tokenizer->encode(text)) ids.push_back(id);
   } else {
     ids = parse_token_ids(text, task);
   }
@@ -128,7 +132,11 @@ void run_generate(const GenerateArgs& a) {
   const torch::Tensor out = g.tokens[0].contiguous();
   const int64_t* p = out.data_ptr<int64_t>();
   std::string shown;
-  for (int64_t i = 0; i < out.numel(); ++i) {
+  if (tokenizer) {
+    for (unsigned char c : tokenizer->decode(std::vector<int32_t>(p, p + out.numel())))
+      shown += escaped_byte(c);
+  }
+  for (int64_t i = 0; i < out.numel() && !tokenizer; ++i) {
     shown += task.byte_level() ? escaped_byte(p[i]) : (i ? " " : "") + std::to_string(p[i]);
   }
   fmt::print("{}\n", shown);
@@ -148,9 +156,10 @@ void add_generate_command(CLI::App& app) {
       "generate",
       "Continue a prompt with the model of a trained or finished run (its checkpoint): the "
       "prompt is prefilled, then one token per step with the decoding cache. Byte-level tasks "
-      "(text, passkey, niah, copy) take the prompt as text and print the continuation as text "
-      "(bytes other than printable ASCII, newline and tab as \\xHH, a backslash as \\\\); other "
-      "tasks take and print space-separated token ids. Timing goes to stderr.\n"
+      "(text, passkey, niah, copy) and text on subword tokens (task.tokenizer) take the prompt "
+      "as text and print the continuation as text (bytes other than printable ASCII, newline and "
+      "tab as \\xHH, a backslash as \\\\); other tasks take and print space-separated token ids. "
+      "Timing goes to stderr.\n"
       "Exit code: 0 done, 2 bad input (not a trained run, a missing plugin, a bad prompt, a "
       "prompt too long for a learned position table).");
   c->add_option("run_dir", a->run_dir, "Run folder, e.g. runs/quickstart/pattern-GGGA_scheme-rope")

@@ -211,4 +211,32 @@ TEST_CASE("generate cli: token ids in and out for a task that is not bytes", "[g
   CHECK_THAT(r.out, Catch::Contains("token id -3"));
 }
 
+TEST_CASE("generate cli: text on GPT-2 tokens takes and prints text", "[generate][cli]") {
+  const std::string ranks = HYBRIDLAB_SOURCE_DIR "/data/tokenizers/gpt2.js";
+  INFO("the GPT-2 ranks are fetched by scripts/fetch_gpt2.sh (scripts/test.sh runs it)");
+  REQUIRE(fs::exists(ranks));
+  Tmp tmp;
+  std::ofstream(tmp.path / "bpe.yaml")
+      << "name: bpe\n"
+         "model: {d_model: 16, vocab_size: 50257, layers: GA, attention: {n_heads: 2},\n"
+         "        gated_deltanet: {n_heads: 2, expand_v: 1, chunk_size: 16}}\n"
+         "task: {name: text, seq_len: 16, tokenizer: '"
+      << ranks
+      << "', path: '" HYBRIDLAB_SOURCE_DIR
+         "/tests/fixtures/text_corpus'}\n"
+         "train: {steps: 1, batch_size: 2, warmup_steps: 1}\n"
+         "eval: {lengths: [16], examples: 2}\n"
+         "runtime: {threads: 1}\n";
+  REQUIRE(
+      cli("run " + q(tmp.path / "bpe.yaml") + " --runs-dir " + q(tmp.path / "runs") + " -q").code ==
+      0);
+  const fs::path run = run_folder(tmp.path / "runs");
+  // "Hello world" is GPT-2's [15496, 995]: two tokens, where bytes would be eleven.
+  const Result g = cli("generate " + q(run) + " --prompt 'Hello world' -n 4");
+  INFO(g.out);
+  REQUIRE(g.code == 0);
+  CHECK_THAT(g.out, Catch::Contains("4 tokens generated after a 2-token prompt"));
+  CHECK_FALSE(continuation(g).empty());
+}
+
 }  // namespace generate_cli_test

@@ -22,6 +22,10 @@
 
 namespace hybridlab {
 
+namespace tokenizer {
+class BpeTokenizer;  // tokenizer/bpe.h
+}  // namespace tokenizer
+
 /// Target value of positions that are not scored (as in PyTorch's cross_entropy ignore_index).
 constexpr int64_t kIgnoreIndex = -100;
 
@@ -126,6 +130,10 @@ class Task {
   /// (ScoreSums::target_bytes) and reports per-byte metrics that compare across tokenizers.
   /// Undefined (the default) when a token is a byte or not text.
   virtual torch::Tensor token_bytes() const { return {}; }
+  /// The tokenizer that maps text to this task's ids and back (text with a BPE
+  /// `task.tokenizer`), so `hybridlab generate` takes and prints text. Null (the default) when a
+  /// token is a byte (byte_level()) or an opaque id.
+  virtual std::shared_ptr<const tokenizer::BpeTokenizer> text_tokenizer() const { return nullptr; }
   /// Whether the scored positions of every example are one contiguous answer span (passkey's key,
   /// niah's value, a copied string), so the answer can be decoded instead of teacher forced
   /// (`eval.scoring: generated`). Tasks scoring interleaved positions (MQAR queries) or every

@@ -117,6 +117,9 @@ class MixtureTask : public Task {
   bool position_accuracy_curve() const override { return base_->position_accuracy_curve(); }
   bool byte_level() const override { return base_->byte_level(); }
   torch::Tensor token_bytes() const override { return base_->token_bytes(); }
+  std::shared_ptr<const tokenizer::BpeTokenizer> text_tokenizer() const override {
+    return base_->text_tokenizer();
+  }
   bool answer_span() const override { return base_->answer_span(); }
   std::map<std::string, double> chance_levels() const override { return base_->chance_levels(); }
   std::string packed_documents_setting() const override {

@@ -58,6 +58,9 @@ class TextTask : public Task {
   int64_t vocab_size() const override { return o_.tokenizer ? o_.tokenizer->vocab_size() : 256; }
   int64_t seq_len() const override { return o_.seq_len; }
   bool byte_level() const override { return !o_.tokenizer; }
+  std::shared_ptr<const tokenizer::BpeTokenizer> text_tokenizer() const override {
+    return o_.tokenizer;
+  }
   torch::Tensor token_bytes() const override {
     return o_.tokenizer ? token_byte_lengths(*o_.tokenizer) : torch::Tensor();
   }
