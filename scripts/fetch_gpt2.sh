@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
     *) echo "fetch_gpt2.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+. "$HERE/npm_pack_pinned.sh"
 fail() { echo "fetch_gpt2.sh: $*" >&2; exit 1; }
 
 if [ "$FORCE" = 0 ] && [ -f "$OUT/gpt2.js" ] &&
@@ -34,19 +35,7 @@ fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 TGZ="$WORK/js-tiktoken-$VERSION.tgz"
-if [ -n "${JS_TIKTOKEN_TARBALL:-}" ]; then
-  [ -f "$JS_TIKTOKEN_TARBALL" ] || fail "JS_TIKTOKEN_TARBALL='$JS_TIKTOKEN_TARBALL' does not exist"
-  cp "$JS_TIKTOKEN_TARBALL" "$TGZ"
-else
-  command -v npm >/dev/null || fail "npm is not installed (Debian: apt-get install npm), or set JS_TIKTOKEN_TARBALL to a local js-tiktoken-$VERSION.tgz"
-  echo "fetching js-tiktoken@$VERSION with npm pack ..."
-  if ! (cd "$WORK" && npm pack --silent "js-tiktoken@$VERSION" >/dev/null 2>"$WORK/npm.log"); then
-    cat "$WORK/npm.log" >&2
-    fail "npm pack js-tiktoken@$VERSION failed (no network? proxy settings?); or set JS_TIKTOKEN_TARBALL to a local copy"
-  fi
-fi
-GOT="$(sha256sum "$TGZ" | cut -d' ' -f1)"
-[ "$GOT" = "$SHA256" ] || fail "checksum mismatch for js-tiktoken-$VERSION.tgz: expected $SHA256, got $GOT"
+npm_pack_pinned js-tiktoken "$VERSION" "$SHA256" "$TGZ" JS_TIKTOKEN_TARBALL
 tar -xzf "$TGZ" -C "$WORK" package/dist/ranks/gpt2.js
 GOT="$(sha256sum "$WORK/package/dist/ranks/gpt2.js" | cut -d' ' -f1)"
 [ "$GOT" = "$RANKS_SHA256" ] || fail "checksum mismatch for dist/ranks/gpt2.js: expected $RANKS_SHA256, got $GOT"
