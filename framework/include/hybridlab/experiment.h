@@ -85,6 +85,12 @@ struct EvalOptions {
   /// `eval.scoring`: teacher_forced (default) or generated (tasks with Task::answer_span() only).
   EvalScoring scoring = EvalScoring::kTeacherForced;
   std::vector<EvalVariant> variants;  ///< `eval.variants`, in file order
+
+  /// Rows per evaluation batch at `length` tokens for a model with `vocab_size` outputs:
+  /// batch_size, shrunk so that rows × length <= max_batch_tokens and the fp32 logits of one
+  /// batch, [rows, length, vocab_size], stay within 256 MiB (with GPT-2's 50,257 tokens that is
+  /// 1,335 tokens a batch; scoring holds the logits and their log-softmax at once). At least 1.
+  int64_t batch_rows(int64_t length, int64_t vocab_size) const;
 };
 
 /// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme

@@ -162,8 +162,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
-  const int64_t bs =
-      std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
+  const int64_t bs = eval.batch_rows(length, model.vocab_size());
   const int64_t rows = set.tokens.size(0);
   for (int64_t b0 = 0; b0 < rows; b0 += bs) {
     model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));

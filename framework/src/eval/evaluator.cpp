@@ -89,8 +89,7 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
     set.targets = set.targets.slice(0, from, to);
   }
   const int64_t n = set.tokens.size(0);
-  const int64_t bs =
-      std::max<int64_t>(1, std::min(eval.batch_size, eval.max_batch_tokens / length));
+  const int64_t bs = eval.batch_rows(length, model.vocab_size());
   // Sliding-window evaluation: only the last `stride` targets of each window are scored.
   torch::Tensor all_targets = set.targets;
   if (eval.stride > 0 && eval.stride < length) {

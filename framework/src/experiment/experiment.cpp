@@ -71,6 +71,13 @@ const char* eval_scoring_name(EvalScoring s) {
   return s == EvalScoring::kGenerated ? "generated" : "teacher_forced";
 }
 
+int64_t EvalOptions::batch_rows(int64_t length, int64_t vocab_size) const {
+  constexpr int64_t kMaxLogitFloats = (int64_t{256} << 20) / 4;
+  const int64_t tokens =
+      std::min(max_batch_tokens, kMaxLogitFloats / std::max<int64_t>(1, vocab_size));
+  return std::max<int64_t>(1, std::min(batch_size, tokens / std::max<int64_t>(1, length)));
+}
+
 namespace {
 
 EvalOptions read_eval_options(Section s, int64_t seq_len) {

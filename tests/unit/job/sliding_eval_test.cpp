@@ -78,4 +78,18 @@ TEST_CASE("sliding-window eval: refused for tasks that score their own positions
   CHECK_THROWS_WITH(text_experiment("{stride: -1}"), Catch::Contains("must be >= 0"));
 }
 
+TEST_CASE("eval batches: rows shrink with the length and with the vocabulary's logits",
+          "[job][eval]") {
+  hybridlab::EvalOptions e;  // batch_size 16, max_batch_tokens 32768
+  CHECK(e.batch_rows(512, 256) == 16);
+  CHECK(e.batch_rows(4096, 256) == 8);  // 32768 tokens
+  // GPT-2's 50,257 outputs: 256 MiB of fp32 logits are 67,108,864 / 50,257 = 1,335 tokens.
+  CHECK(e.batch_rows(64, 50257) == 16);
+  CHECK(e.batch_rows(256, 50257) == 5);
+  CHECK(e.batch_rows(1024, 50257) == 1);
+  CHECK(e.batch_rows(4096, 50257) == 1);  // never fewer than one row
+  e.batch_size = 4;
+  CHECK(e.batch_rows(64, 50257) == 4);
+}
+
 }  // namespace sliding_eval_test
