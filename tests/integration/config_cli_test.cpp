@@ -71,8 +71,9 @@ const std::string kSmall =
 }  // namespace
 
 // A folder holding data/brown, a stand-in for the Brown corpus (the suite runs without the real
-// one): config show checks the corpus as run does, and the first place a corpus is looked for is
-// the working directory. Documents of 64 KiB cover every shipped length (the longest is 8192).
+// one), and GPT-2's ranks: config show checks the corpus as run does, and the first place a corpus
+// is looked for is the working directory. Documents of 64 KiB cover every shipped length (the
+// longest is 8192).
 fs::path stand_in_corpus_dir() {
   const fs::path dir = temp_dir() / "with_corpus";
   for (const char* split : {"train", "validation"}) {
@@ -80,6 +81,14 @@ fs::path stand_in_corpus_dir() {
     fs::create_directories(folder);
     std::ofstream doc(folder / "doc.txt");
     for (int i = 0; i < 4096; ++i) doc << "the cat sat by " << i % 97 << ".\n";
+  }
+  // `task.tokenizer: gpt2` is looked for the same way: the real ranks (scripts/test.sh fetches
+  // them), since a stand-in vocabulary would not be GPT-2's.
+  const fs::path ranks = fs::path(HYBRIDLAB_SOURCE_DIR) / "data" / "tokenizers" / "gpt2.js";
+  if (fs::exists(ranks)) {
+    fs::create_directories(dir / "data" / "tokenizers");
+    fs::copy_file(ranks, dir / "data" / "tokenizers" / "gpt2.js",
+                  fs::copy_options::overwrite_existing);
   }
   return dir;
 }
