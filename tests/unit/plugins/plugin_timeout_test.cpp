@@ -10,7 +10,7 @@
 using hybridlab::UserError;
 using hybridlab::detail::plugin_time_limit;
 
-TEST_CASE("plugin timeout: default 60 s, a number in (0, 3600], anything else named",
+TEST_CASE("plugin timeout: default 60 s, a number above 0 and at most 3600, anything else named",
           "[plugins][supervised]") {
   ::unsetenv("HYBRIDLAB_PLUGIN_TIMEOUT");
   CHECK(plugin_time_limit() == 60);

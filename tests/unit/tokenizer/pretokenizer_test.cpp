@@ -45,7 +45,8 @@ TEST_CASE("GPT-2 pattern: a whitespace run before a word gives its last space to
   CHECK(split(p, " \n ") == Pieces{" \n "});
 }
 
-TEST_CASE("GPT-2 pattern: \\s is Unicode White_Space, not RE2's ASCII class", "[tokenizer]") {
+TEST_CASE("GPT-2 pattern: whitespace is Unicode White_Space, not RE2's ASCII class",
+          "[tokenizer]") {
   const PreTokenizer p(kGpt2Pattern);
   // U+3000 (3 bytes) twice before a letter: the run gives back one whole character.
   const std::string ideo = "\xe3\x80\x80";
