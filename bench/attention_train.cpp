@@ -12,6 +12,10 @@
 //   FoX's data-dependent forget-gate bias against ALiBi's static bias at the same shape, in
 //   interleaved rounds (best call of each) and the ratio fox_over_alibi; the graph's heap bytes
 //   after FoX's forward (fox_graph_MiB) say whether any [T,T] tensor is kept.
+// BM_StickBreakingCost/T: the attention layer's training step (x requires grad, NoPE) with
+//   stick-breaking weights (dense path, the only one they have) against softmax (the path kAuto
+//   picks), in interleaved rounds (best call of each), the ratio sb_over_softmax and the graph's
+//   heap bytes after the stick-breaking forward (sb_graph_MiB).
 // BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
 //   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
 //   the mixer).
@@ -205,6 +209,46 @@ void BM_DataBiasCost(benchmark::State& state) {
   state.counters["fox_graph_MiB"] = graph_mib;
 }
 
+void BM_StickBreakingCost(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  torch::manual_seed(0);
+  static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
+  hybridlab::PositionContext ctx;
+  ctx.d_model = kDModel;
+  ctx.n_heads = ctx.n_kv_heads = kHeads;
+  ctx.head_dim = kHeadDim;
+  hybridlab::Config cfg = hybridlab::Config::parse("{}", "stick_breaking.yaml");
+  std::shared_ptr<Attention> layers[2];
+  for (int i = 0; i < 2; ++i) {
+    hybridlab::AttentionOptions o;
+    o.n_heads = kHeads;
+    o.head_dim = kHeadDim;
+    if (i == 1) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
+    hybridlab::Section params = cfg.root();
+    layers[i] = std::make_shared<Attention>(o, kDModel, host.create("nope", params, ctx), true);
+  }
+  double best[2] = {1e30, 1e30}, graph_mib = 0;
+  for (auto _ : state) {
+    for (int r = 0; r < (T >= 2048 ? 4 : 10); ++r) {
+      for (int i = 0; i < 2; ++i) {
+        const std::vector<torch::Tensor> leaves = make_leaves(T, 1);
+        const double before = heap_in_use_mib();
+        const auto start = std::chrono::steady_clock::now();
+        train_step(*layers[i], leaves, [&] {
+          if (i == 1) graph_mib = heap_in_use_mib() - before;
+        });
+        best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count());
+      }
+    }
+  }
+  state.counters["softmax_ms"] = best[0];
+  state.counters["sb_ms"] = best[1];
+  state.counters["sb_over_softmax"] = best[1] / best[0];
+  state.counters["sb_graph_MiB"] = graph_mib;
+}
+
 // The short causal convolution on q, k, v (AttentionOptions::use_short_conv) at the quickstart's
 // size: d_model 64, 4 heads of 16, batch 32 × T. Forward + backward with and without it, of the
 // attention layer alone and of a one-layer model's training step (embedding, the pre-norm block
@@ -281,6 +325,12 @@ void BM_ShortConvCost(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_DataBiasCost)->Arg(512)->Arg(2048)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StickBreakingCost)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ShortConvCost)->Arg(64)->Arg(128)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttendTrainTime)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2}})

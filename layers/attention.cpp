@@ -13,8 +13,13 @@
 #include "layers/gated_deltanet_kernels.h"
 #include "layers/linear_cpu.h"
 #include "layers/position_hooks.h"
+#include "layers/stick_breaking.h"
 
 namespace hybridlab {
+
+const char* normalization_name(AttentionNormalization n) {
+  return n == AttentionNormalization::kStickBreaking ? "stick_breaking" : "softmax";
+}
 
 int64_t resolved_kv_heads(const AttentionOptions& o) {
   return o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
@@ -37,6 +42,10 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
   TORCH_CHECK(n_heads_ > 0 && head_dim_ > 0 && n_heads_ % n_kv_heads_ == 0,
               "Attention: bad head layout n_heads=", n_heads_, " n_kv_heads=", n_kv_heads_,
               " head_dim=", head_dim_);
+  // The paper defines stick-breaking for causal attention only: the stick breaks from the
+  // nearest earlier key backwards (the config reader refuses the pair at the key first).
+  TORCH_CHECK(opts_.causal || opts_.normalization == AttentionNormalization::kSoftmax,
+              "Attention: stick_breaking normalization needs causal attention");
   // The layer graph refuses such a scheme at its config key (mixer_attention.cpp).
   TORCH_CHECK(!(hooks_ & kHookEmbed), "Attention: scheme '", scheme_->name(),
               "' acts on the input embeddings (embed hook), not inside attention");
@@ -174,6 +183,7 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
 bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const SeparableBias& separable) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
+  if (opts_.normalization != AttentionNormalization::kSoftmax) return false;
   const auto dtype = q.scalar_type();
   if ((dtype != torch::kFloat && dtype != torch::kDouble) || k.scalar_type() != dtype ||
       v.scalar_type() != dtype) {
@@ -228,8 +238,9 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const int64_t n_cached = Tk - Tq;
   const int64_t W = active_window();
   const bool causal = opts_.causal;
-  const bool need_scores =
-      (active_hooks() & (kHookLogitBias | kHookRelative)) != 0 || separable.defined() || probe_;
+  const bool need_scores = (active_hooks() & (kHookLogitBias | kHookRelative)) != 0 ||
+                           separable.defined() || probe_ ||
+                           opts_.normalization != AttentionNormalization::kSoftmax;
 
   // Without autograd (evaluation, prefill), query blocks small enough that one block's scores
   // stay under kEvalScoreBlockBytes: glibc maps every allocation past its mmap threshold (at most
@@ -306,10 +317,15 @@ torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::T
                           .unsqueeze(0);
   }
   if (separable_tile.defined()) scores = scores + separable_tile.to(scores.scalar_type());
-  if (visible.defined()) {
-    scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  torch::Tensor probs;
+  if (opts_.normalization == AttentionNormalization::kStickBreaking) {
+    probs = stick_breaking_weights(scores, qpb, kpb, visible);
+  } else {
+    if (visible.defined()) {
+      scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+    }
+    probs = torch::softmax(scores, -1);
   }
-  const torch::Tensor probs = torch::softmax(scores, -1);
   if (probe_) probe_(probs, qpb, kpb);
   torch::Tensor ob = matmul_cpu_applies(probs, vb, false)
                          ? matmul_cpu(probs, vb, /*trans_b=*/false)
@@ -357,7 +373,8 @@ MixerInfo Attention::info(int64_t length) const {
               " Dh=" + std::to_string(head_dim_) + (opts_.causal ? "" : " bidir") +
               (opts_.window > 0 ? " window=" + std::to_string(opts_.window) : "") +
               (opts_.qk_norm ? " qk_norm" : "") + (opts_.output_gate ? " gate" : "") +
-              (conv ? " conv=" + std::to_string(opts_.conv_size) : "");
+              (conv ? " conv=" + std::to_string(opts_.conv_size) : "") +
+              (opts_.normalization == AttentionNormalization::kSoftmax ? "" : " stick_breaking");
   return m;
 }
 

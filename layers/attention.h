@@ -1,15 +1,18 @@
 #pragma once
 // Multi-head attention with grouped-query heads, causal or bidirectional masking, an optional
 // sliding window, optional qk-norm and sigmoid output gate (Qwen3-Next "gated attention"), and the
-// positional-scheme hooks of DESIGN.md §2. Computed by query blocks so a long sequence never
-// materialises a full [H,T,T] score tensor; in training, long sequences take the tiled
-// FlashAttention-2 path (layers/attention_tiled.h), so autograd does not keep the softmax weights
-// of every block either.
+// positional-scheme hooks of DESIGN.md §2, normalised by softmax or by stick-breaking. Computed by
+// query blocks so a long sequence never materialises a full [H,T,T] score tensor; in training, long
+// sequences take the tiled FlashAttention-2 path (layers/attention_tiled.h), so autograd does not
+// keep the softmax weights of every block either.
 //
 // Sources: Vaswani et al. 2017 (scaled dot-product attention, eq. 1); Ainslie et al. 2023 (GQA:
 // query head h reads key/value head h / (n_heads / n_kv_heads)); Qwen3-Next (HF
 // `Qwen3NextAttention`: q_proj of twice the width, per head query then gate, output ⊙
-// sigmoid(gate); per-head q/k RMSNorm).
+// sigmoid(gate); per-head q/k RMSNorm); Tan et al. 2024, "Scaling Stick-Breaking Attention"
+// (arXiv 2410.17980), §2 eq. 1–2 (stick-breaking weights, computed in log space) with the
+// leftover weight on the query's own value as shawntan/stickbreaking-attention@3147a38's
+// tests/test_attn.py adds it.
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
@@ -25,6 +28,20 @@
 #include "layers/norm.h"
 
 namespace hybridlab {
+
+/// How a query's weights over its visible keys are formed (`model.attention.normalization`).
+enum class AttentionNormalization {
+  kSoftmax,  ///< softmax over the visible keys (Vaswani et al. 2017, eq. 1)
+  /// Stick-breaking (Tan et al. 2024, eq. 1–2), causal only: with z_ij the scaled logit (after
+  /// every bias hook) and β_ij = σ(z_ij), key j < i gets A_ij = β_ij ∏_{j<k<i} (1 − β_ik), the
+  /// stick broken from the nearest earlier key backwards, and the query's own key gets the
+  /// leftover ∏_{k<i} (1 − β_ik) = 1 − Σ_j A_ij (so the weights sum to 1 and the first token reads
+  /// its own value). Only visible keys (window) break the stick.
+  kStickBreaking,
+};
+
+/// The config spelling of `n`: "softmax" or "stick_breaking".
+const char* normalization_name(AttentionNormalization n);
 
 /// The layer's options (the `model.attention` section without its `position:` map, which the
 /// layer graph turns into the PositionScheme the constructor takes).
@@ -47,6 +64,9 @@ struct AttentionOptions {
   /// the Forgetting Transformer's "Pro" block shifts keys and values alike, Lin et al. 2025 §3.2).
   bool use_short_conv = false;
   int64_t conv_size = 4;  ///< kernel size of that convolution (>= 1)
+  /// Softmax or stick-breaking weights; stick-breaking needs `causal` (the constructor throws
+  /// otherwise; the config reader refuses it at the key first).
+  AttentionNormalization normalization = AttentionNormalization::kSoftmax;
 };
 
 /// n_kv_heads and head_dim with the automatic values filled in.
@@ -81,7 +101,8 @@ class Attention : public Mixer {
   /// scheme: the positional scheme (never null; NoPE is a scheme). register_scheme: register it as
   /// the submodule "position" (false when the model owns a scheme shared across layers).
   /// Throws c10::Error if the scheme uses the embed hook (that belongs to `model.position`; the
-  /// layer graph refuses it at the config key first).
+  /// layer graph refuses it at the config key first) or stick-breaking is asked of a
+  /// bidirectional layer.
   Attention(const AttentionOptions& opts, int64_t d_model, std::shared_ptr<PositionScheme> scheme,
             bool register_scheme);
 
@@ -103,7 +124,8 @@ class Attention : public Mixer {
   /// AttendPath::kAuto when no probe is set, q, k, v are fp32/fp64 CPU tensors, grad mode is on,
   /// q, k, v, a separable term or a parameter of the bias/relative hooks requires grad, and Tq >=
   /// kTiledMinQueries (kTiledMinQueriesRelative with a relative hook); always with
-  /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Throws c10::Error when
+  /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Stick-breaking
+  /// weights are computed on the dense reference path only. Throws c10::Error when
   /// Tk < Tq, block_size <= 0 or separable terms of the wrong length.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,

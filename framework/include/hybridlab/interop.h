@@ -32,7 +32,8 @@ struct HfCheckpoint {
 /// `max_position_embeddings`: written to config.json (fla sizes its rotary table with it).
 /// Throws UserError naming the layer and the setting fla's layout cannot express, never
 /// approximating: a plugin mixer, a model-level input scheme, the autoencoder head, attention
-/// that is bidirectional or has qk_norm, an output gate, a short convolution, a head_dim other
+/// that is bidirectional or has qk_norm, an output gate, a short convolution, stick-breaking
+/// weights, a head_dim other
 /// than d_model / n_heads, a scheme other than `rope` or rope with partial rotation or scaling,
 /// Gated DeltaNet layers whose settings differ (fla has one set), a Gated DeltaNet output-norm eps
 /// other than model.norm_eps (fla uses norm_eps for both), or a parameter with no place in it.

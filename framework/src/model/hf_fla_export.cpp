@@ -86,6 +86,9 @@ json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::
   if (o.qk_norm) cannot(layer + " has model.attention.qk_norm");
   if (o.output_gate) cannot(layer + " has model.attention.output_gate");
   if (o.use_short_conv) cannot(layer + " has model.attention.use_short_conv");
+  if (o.normalization != AttentionNormalization::kSoftmax) {
+    cannot(layer + " has model.attention.normalization: " + normalization_name(o.normalization));
+  }
   if (resolved_head_dim(o, d_model) * o.n_heads != d_model) {
     cannot(
         fmt::format("{}: head_dim {} × n_heads {} is not d_model {} (fla's head_dim is "

@@ -20,6 +20,15 @@ AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
   o.use_short_conv = s.get<bool>("use_short_conv", o.use_short_conv);
   o.conv_size = s.get<int64_t>("conv_size", o.conv_size);
+  const std::string normalization =
+      s.get<std::string>("normalization", normalization_name(o.normalization));
+  if (normalization == "stick_breaking") {
+    o.normalization = AttentionNormalization::kStickBreaking;
+  } else {
+    s.check(normalization == "softmax", "normalization",
+            "must be 'softmax' or 'stick_breaking', got '" + normalization + "'");
+    o.normalization = AttentionNormalization::kSoftmax;
+  }
   if (s.has("position") || !base) m.position = read_position_spec(s.child("position"));
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");
@@ -40,6 +49,10 @@ AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
   s.check(o.block_size > 0, "block_size", "must be > 0");
   s.check(o.norm_eps > 0, "norm_eps", "must be > 0");
   s.check(o.conv_size >= 1, "conv_size", "must be >= 1 (use use_short_conv: false to disable)");
+  // Tan et al. define the stick for a causal order only (the nearest earlier key breaks first).
+  s.check(o.causal || o.normalization == AttentionNormalization::kSoftmax,
+          s.has("normalization") ? "normalization" : "causal",
+          "stick_breaking needs causal: true (the stick breaks from the nearest earlier key)");
   s.finish();
   return m;
 }

@@ -22,7 +22,8 @@ struct AttentionMixerOptions {
 /// Reads an attention options map. `base`: the options this map overrides (per-layer overrides),
 /// nullptr for `model.attention` itself. Records (does not throw) problems: n_heads <= 0,
 /// n_kv_heads not dividing n_heads, n_heads not dividing d_model (when head_dim is automatic),
-/// window < 0, block_size <= 0, norm_eps <= 0, conv_size < 1.
+/// window < 0, block_size <= 0, norm_eps <= 0, conv_size < 1, a normalization other than softmax /
+/// stick_breaking, stick_breaking without causal.
 AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
                                              const AttentionMixerOptions* base = nullptr);
 

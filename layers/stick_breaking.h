@@ -1,0 +1,34 @@
+#pragma once
+// Stick-breaking attention weights (Tan et al. 2024, "Scaling Stick-Breaking Attention", arXiv
+// 2410.17980, §2 eq. 1–2): each key before the query breaks off a share β = σ(z) of what the keys
+// nearer the query left, and the query's own key takes the leftover (as
+// shawntan/stickbreaking-attention@3147a38's tests/test_attn.py adds `rem · v`). Computed in log
+// space (log β = z − softplus(z), log(1 − β) = −softplus(z)) with the sums running from the query
+// backwards, as the paper's kernel accumulates them, so no product of many factors underflows and
+// no difference of two long sums cancels.
+
+#include <torch/types.h>
+
+namespace hybridlab {
+
+/// The weights of one block of queries. z [...,bq,bk]: the scaled logits with every bias added,
+/// fp32 or fp64 (the sums run in its dtype); q_pos [bq] and k_pos [bk] int64, each query's own
+/// position among k_pos; visible [bq,bk] bool (visible_pairs) or undefined (all visible). Returns
+/// [...,bq,bk] in z's dtype, summing to 1 per query:
+///   A_ij = β_ij ∏_{j<k<i} (1 − β_ik)  on visible keys with k_pos_j < q_pos_i,
+///   A_ii = ∏_{k<i} (1 − β_ik)          on the key at the query's own position,
+///   0 elsewhere,
+/// where the products run over visible keys only (a window shortens the stick). Differentiable
+/// (first order) with respect to z. On the CPU in fp32/fp64 one fused pass per query row forward
+/// and backward (dz_ij = (1 − β_ij)·g_ij − β_ij·(g_ii + Σ_{l<j} g_il), g = A ∘ dA); elsewhere
+/// stick_breaking_weights_reference. Throws c10::Error when the shapes disagree.
+torch::Tensor stick_breaking_weights(const torch::Tensor& z, const torch::Tensor& q_pos,
+                                     const torch::Tensor& k_pos, const torch::Tensor& visible);
+
+/// The same weights from LibTorch ops (a suffix cumsum of log(1 − β) over flipped rows), with
+/// autograd's gradients: the oracle of the fused path and its form on other devices.
+torch::Tensor stick_breaking_weights_reference(const torch::Tensor& z, const torch::Tensor& q_pos,
+                                               const torch::Tensor& k_pos,
+                                               const torch::Tensor& visible);
+
+}  // namespace hybridlab
