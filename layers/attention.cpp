@@ -183,7 +183,9 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
 bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const SeparableBias& separable) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
+  // Stick-breaking weights and a content bias (CoPE) need each query's whole row at once.
   if (opts_.normalization != AttentionNormalization::kSoftmax) return false;
+  if (active_hooks() & kHookContentBias) return false;
   const auto dtype = q.scalar_type();
   if ((dtype != torch::kFloat && dtype != torch::kDouble) || k.scalar_type() != dtype ||
       v.scalar_type() != dtype) {
@@ -238,9 +240,9 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const int64_t n_cached = Tk - Tq;
   const int64_t W = active_window();
   const bool causal = opts_.causal;
-  const bool need_scores = (active_hooks() & (kHookLogitBias | kHookRelative)) != 0 ||
-                           separable.defined() || probe_ ||
-                           opts_.normalization != AttentionNormalization::kSoftmax;
+  const bool need_scores =
+      (active_hooks() & (kHookLogitBias | kHookRelative | kHookContentBias)) != 0 ||
+      separable.defined() || probe_ || opts_.normalization != AttentionNormalization::kSoftmax;
 
   // Without autograd (evaluation, prefill), query blocks small enough that one block's scores
   // stay under kEvalScoreBlockBytes: glibc maps every allocation past its mmap threshold (at most
@@ -308,6 +310,11 @@ torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::T
   if (hooks & kHookRelative) {
     scores = scores + checked_relative_logits(*scheme_, qb, qpb, kpb, scores.scalar_type())
                           .to(scores.scalar_type());
+  }
+  if (hooks & kHookContentBias) {
+    scores =
+        scores + checked_content_bias(*scheme_, low_precision ? qb.to(scores.scalar_type()) : qb,
+                                      scores, qpb, kpb, visible);
   }
   scores = scores * scale;
   if (hooks & kHookLogitBias) {

@@ -125,7 +125,8 @@ class Attention : public Mixer {
   /// q, k, v, a separable term or a parameter of the bias/relative hooks requires grad, and Tq >=
   /// kTiledMinQueries (kTiledMinQueriesRelative with a relative hook); always with
   /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Stick-breaking
-  /// weights are computed on the dense reference path only. Throws c10::Error when
+  /// weights and a content_bias hook (CoPE), which need each query's whole row at once, are
+  /// computed on the dense reference path only. Throws c10::Error when
   /// Tk < Tq, block_size <= 0 or separable terms of the wrong length.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,

@@ -97,4 +97,13 @@ DataBias checked_data_bias(PositionScheme& s, const torch::Tensor& x, const torc
   return out;
 }
 
+torch::Tensor checked_content_bias(PositionScheme& s, const torch::Tensor& q,
+                                   const torch::Tensor& logits, const torch::Tensor& q_pos,
+                                   const torch::Tensor& k_pos, const torch::Tensor& visible) {
+  torch::Tensor out = s.content_bias(q, logits, q_pos, k_pos, visible);
+  check(s, "content_bias", out, logits.sizes().vec(), logits.scalar_type(), logits.scalar_type(),
+        logits.device(), "B,H,Tq,Tk");
+  return out;
+}
+
 }  // namespace hybridlab

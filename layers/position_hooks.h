@@ -45,4 +45,10 @@ torch::Tensor checked_relative_values(PositionScheme& s, const torch::Tensor& pr
 DataBias checked_data_bias(PositionScheme& s, const torch::Tensor& x, const torch::Tensor& pos,
                            const torch::Tensor& state, int64_t heads);
 
+/// content_bias (API v3): q [B,H,Tq,Dh], logits [B,H,Tq,Tk] -> [B,H,Tq,Tk] of logits' dtype on
+/// its device.
+torch::Tensor checked_content_bias(PositionScheme& s, const torch::Tensor& q,
+                                   const torch::Tensor& logits, const torch::Tensor& q_pos,
+                                   const torch::Tensor& k_pos, const torch::Tensor& visible);
+
 }  // namespace hybridlab

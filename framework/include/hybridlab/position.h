@@ -4,7 +4,9 @@
 // Position can live in three places (the input, the geometry of q·k, the value of the score) plus
 // Shaw's learned relative embeddings; these are the first four hooks below. API v2 adds a fifth,
 // data_bias: a logit bias computed from the attention layer's input (the Forgetting Transformer's
-// cumulative forget gate), with per-key state in the decoding cache. A scheme implements the ones
+// cumulative forget gate), with per-key state in the decoding cache; API v3 a sixth,
+// content_bias: a term computed from the query and its whole row of logits (CoPE's contextual
+// positions, counted by gates over the keys). A scheme implements the ones
 // it needs and says so in hooks(); the attention layer calls them and never special-cases a scheme
 // by name. Every hook takes explicit integer position tensors, so it works on a tile of a long
 // sequence (query blocks), with an offset (shift tests) and on one decoding step with a cache.
@@ -37,7 +39,10 @@ namespace hybridlab {
 ///  - 2: the data_bias hook (kHookDataBias, DataBias, PositionScheme::data_bias) and FLOP counts
 ///    (kHookFlops, PositionScheme::flops_per_token), appended after every v1 virtual so a v1
 ///    scheme's vtable is a prefix of a v2 one.
-constexpr int kPluginApiVersion = 2;
+///  - 3: the content_bias hook (kHookContentBias, PositionScheme::content_bias): a logit term
+///    computed from the query and the row of logits itself (CoPE), appended after every v2
+///    virtual so a v1 or v2 scheme's vtable is a prefix of a v3 one.
+constexpr int kPluginApiVersion = 3;
 
 /// The oldest plugin API this host loads. A v1 plugin runs unchanged: the host calls only the
 /// hooks its hooks() names, and refuses a v1 plugin that names a hook v1 did not have.
@@ -52,6 +57,7 @@ enum PositionHook : uint32_t {
   kHookRelative = 1u << 3,   ///< Shaw-style relative key (and value) embeddings
   kHookDataBias = 1u << 4,   ///< (API v2) a logit bias from the layer input x (FoX's forget gate)
   kHookFlops = 1u << 5,      ///< (API v2) reports its own FLOPs (flops_per_token) to model summary
+  kHookContentBias = 1u << 6,  ///< (API v3) a logit term from q and the logits themselves (CoPE)
 };
 
 /// "embed,rotate,..." for a hook mask ("none" for 0).
@@ -181,6 +187,22 @@ class PositionScheme : public torch::nn::Module {
   /// on average (per-pair work: a bias per key and head). Counted by `model summary` into the
   /// layer's FLOPs. Returns a finite number >= 0; the default returns 0.
   virtual double flops_per_token(int64_t length, double keys) const;
+
+  // ---- API v3 (append new virtuals below this line only: v2 plugins' vtables end above it).
+
+  /// content_bias hook (API v3): a logit term that reads the content of every visible key
+  /// through the logits (Golovneva et al. 2024, CoPE, eq. 3–5). q [B,H,Tq,Dh] (after rotate);
+  /// logits [B,H,Tq,Tk], q·kᵀ before the 1/√Dh scaling (+ the relative hook's term); q_pos [Tq],
+  /// k_pos [Tk] int64; visible [Tq,Tk] bool (false for keys the query may not see: causal mask,
+  /// window) or undefined when every pair is visible. Returns [B,H,Tq,Tk] in logits' dtype, on its
+  /// device, added to the logits before the scaling (where CoPE's reference adds it); entries at
+  /// invisible pairs are ignored. Called per query block of the dense path with every key a
+  /// query sees in the block's row, so a term that needs the whole row (CoPE's counts) is exact;
+  /// attention takes no tiled or fused path for such a scheme. Differentiable: parameters the
+  /// scheme applies train with the model, and gradients flow into q and logits.
+  virtual torch::Tensor content_bias(const torch::Tensor& q, const torch::Tensor& logits,
+                                     const torch::Tensor& q_pos, const torch::Tensor& k_pos,
+                                     const torch::Tensor& visible);
 };
 
 /// The record every plugin exports (through HYBRIDLAB_POSITION_PLUGIN). Plain C data, read by the

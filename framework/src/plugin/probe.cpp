@@ -90,9 +90,9 @@ std::string unknown_hooks_problem(uint32_t hooks, int api_version, const std::st
   const uint32_t unknown = hooks & ~known_hooks(api_version);
   if (unknown == 0) return "";
   return fmt::format(
-      "positional scheme '{}' declares hooks (mask {:#x}) that plugin API version {} does not "
-      "have: rebuild the plugin against this hybridlab (plugin API version {})",
-      name, unknown, api_version, kPluginApiVersion);
+      "positional scheme '{}' declares hooks ({}, mask {:#x}) that plugin API version {} does "
+      "not have: rebuild the plugin against this hybridlab (plugin API version {})",
+      name, hook_names(unknown), unknown, api_version, kPluginApiVersion);
 }
 
 PositionContext probe_context() {

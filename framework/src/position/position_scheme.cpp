@@ -41,6 +41,11 @@ DataBias PositionScheme::data_bias(const torch::Tensor&, const torch::Tensor&,
   not_implemented(*this, "data_bias");
 }
 double PositionScheme::flops_per_token(int64_t, double) const { return 0.0; }
+torch::Tensor PositionScheme::content_bias(const torch::Tensor&, const torch::Tensor&,
+                                           const torch::Tensor&, const torch::Tensor&,
+                                           const torch::Tensor&) {
+  not_implemented(*this, "content_bias");
+}
 
 std::string hook_names(uint32_t hooks) {
   std::string out;
@@ -53,13 +58,16 @@ std::string hook_names(uint32_t hooks) {
   add(kHookRelative, "relative");
   add(kHookDataBias, "data_bias");
   add(kHookFlops, "flops");
+  add(kHookContentBias, "content_bias");
   return out.empty() ? "none" : out;
 }
 
 uint32_t known_hooks(int api_version) {
   constexpr uint32_t v1 = kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative;
   if (api_version == 1) return v1;
-  if (api_version == 2) return v1 | kHookDataBias | kHookFlops;
+  constexpr uint32_t v2 = v1 | kHookDataBias | kHookFlops;
+  if (api_version == 2) return v2;
+  if (api_version == 3) return v2 | kHookContentBias;
   return 0;
 }
 

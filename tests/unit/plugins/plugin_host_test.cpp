@@ -111,8 +111,9 @@ TEST_CASE("a plugin built against API v1 loads and runs, a v2 hook from it is re
   REQUIRE(kPluginApiOldest == 1);
   REQUIRE(known_hooks(1) == (kHookEmbed | kHookRotate | kHookLogitBias | kHookRelative));
   REQUIRE(known_hooks(2) == (known_hooks(1) | kHookDataBias | kHookFlops));
+  REQUIRE(known_hooks(3) == (known_hooks(2) | kHookContentBias));
   CHECK(known_hooks(0) == 0);
-  CHECK(known_hooks(3) == 0);
+  CHECK(known_hooks(4) == 0);
   PluginHost host({kFixtures + "api_v1"});
   const PluginRecord r = host.load_file(kFixtures + "api_v1/api_v1.so");
   CHECK(r.api_version == 1);
@@ -126,6 +127,22 @@ TEST_CASE("a plugin built against API v1 loads and runs, a v2 hook from it is re
   const std::string msg = plugin_error([&] { build(host, "api_v1", "{mode: data_bias}"); });
   CHECK_THAT(msg, Contains("api_v1") && Contains("plugin API version 1 does not have") &&
                       Contains("rebuild the plugin"));
+}
+
+TEST_CASE("a plugin built against API v2 loads and runs, a v3 hook from it is refused",
+          "[plugins][api]") {
+  REQUIRE(kPluginApiVersion == 3);
+  PluginHost host({kFixtures + "api_v2"});
+  const PluginRecord r = host.load_file(kFixtures + "api_v2/api_v2.so");
+  CHECK(r.api_version == 2);
+  CHECK(r.hooks == kHookDataBias);
+  auto scheme = build(host, "api_v2");
+  const DataBias d = scheme->data_bias(torch::zeros({1, 3, 4}), torch::arange(3), {});
+  CHECK((d.query.unsqueeze(-1) + d.key.unsqueeze(-2)).eq(-1).all().item<bool>());
+  // Declaring content_bias from a v2 record: the host would call a vtable slot the plugin lacks.
+  const std::string msg = plugin_error([&] { build(host, "api_v2", "{mode: content_bias}"); });
+  CHECK_THAT(msg, Contains("api_v2") && Contains("plugin API version 2 does not have") &&
+                      Contains("content_bias") && Contains("rebuild the plugin"));
 }
 
 TEST_CASE("a factory that throws is reported with its message", "[plugins]") {

@@ -239,6 +239,7 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   REQUIRE(hooks.at("p_rope") == (kHookRotate | kHookFlops));
   REQUIRE(hooks.at("nope_temperature") == kHookRotate);
   REQUIRE(hooks.at("fox") == (kHookDataBias | kHookFlops));
+  REQUIRE(hooks.at("cope") == (kHookContentBias | kHookFlops));  // API v3
   const Run r = run_cli("plugins list", "list");
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -248,6 +249,7 @@ TEST_CASE("plugins list: every scheme with its hooks", "[position][plugins]") {
   }
   REQUIRE(r.output.find("logit_bias") != std::string::npos);
   REQUIRE(r.output.find("rotate") != std::string::npos);
+  REQUIRE(r.output.find("content_bias") != std::string::npos);
 }
 
 }  // namespace inspect_test
