@@ -12,10 +12,11 @@
 //   FoX's data-dependent forget-gate bias against ALiBi's static bias at the same shape, in
 //   interleaved rounds (best call of each) and the ratio fox_over_alibi; the graph's heap bytes
 //   after FoX's forward (fox_graph_MiB) say whether any [T,T] tensor is kept.
-// BM_StickBreakingCost/T: the attention layer's training step (x requires grad, NoPE) with
-//   stick-breaking weights (dense path, the only one they have) against softmax (the path kAuto
-//   picks), in interleaved rounds (best call of each), the ratio sb_over_softmax and the graph's
-//   heap bytes after the stick-breaking forward (sb_graph_MiB).
+// BM_DenseRowCost/T/variant: the attention layer's training step (x requires grad) with a
+//   variant that needs each query's whole row, on the dense path (variant 0 stick-breaking
+//   weights with NoPE, 1 CoPE's content_bias) against softmax NoPE (the path kAuto picks), in
+//   interleaved rounds (best call of each), the ratio variant_over_softmax and the graph's heap
+//   bytes after the variant's forward (variant_graph_MiB).
 // BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
 //   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
 //   the mixer).
@@ -168,6 +169,26 @@ void BM_AttentionTrainMemory(benchmark::State& state) {
   state.counters["rss_before_GiB"] = rss_before;
 }
 
+// Training steps of two layers at length T in interleaved rounds (4 at T >= 2048, else 10): the
+// best call of each in ms into best[], and the heap bytes the second layer's graph holds after
+// its forward into graph_mib.
+void best_layer_steps(const std::shared_ptr<Attention> (&layers)[2], int64_t T, double (&best)[2],
+                      double& graph_mib) {
+  for (int r = 0; r < (T >= 2048 ? 4 : 10); ++r) {
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<torch::Tensor> leaves = make_leaves(T, 1);
+      const double before = heap_in_use_mib();
+      const auto start = std::chrono::steady_clock::now();
+      train_step(*layers[i], leaves, [&] {
+        if (i == 1) graph_mib = heap_in_use_mib() - before;
+      });
+      best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - start)
+                                      .count());
+    }
+  }
+}
+
 void BM_DataBiasCost(benchmark::State& state) {
   const int64_t T = state.range(0);
   torch::manual_seed(0);
@@ -188,65 +209,48 @@ void BM_DataBiasCost(benchmark::State& state) {
     layers[i]->set_attend_path(AttendPath::kTiled);
   }
   double best[2] = {1e30, 1e30}, graph_mib = 0;
-  for (auto _ : state) {
-    for (int r = 0; r < (T >= 2048 ? 4 : 10); ++r) {
-      for (int i = 0; i < 2; ++i) {
-        const std::vector<torch::Tensor> leaves = make_leaves(T, 1);
-        const double before = heap_in_use_mib();
-        const auto start = std::chrono::steady_clock::now();
-        train_step(*layers[i], leaves, [&] {
-          if (i == 1) graph_mib = heap_in_use_mib() - before;
-        });
-        best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(
-                                        std::chrono::steady_clock::now() - start)
-                                        .count());
-      }
-    }
-  }
+  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
   state.counters["alibi_ms"] = best[0];
   state.counters["fox_ms"] = best[1];
   state.counters["fox_over_alibi"] = best[1] / best[0];
   state.counters["fox_graph_MiB"] = graph_mib;
 }
 
-void BM_StickBreakingCost(benchmark::State& state) {
+// Attention whose rows must be complete (dense path only) against softmax NoPE attention on the
+// path kAuto picks: variant 0 stick-breaking weights (NoPE), 1 CoPE (`cope`, its embeddings
+// random so the term is not zero).
+void BM_DenseRowCost(benchmark::State& state) {
   const int64_t T = state.range(0);
+  const bool cope = state.range(1) == 1;
   torch::manual_seed(0);
   static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
   hybridlab::PositionContext ctx;
   ctx.d_model = kDModel;
   ctx.n_heads = ctx.n_kv_heads = kHeads;
   ctx.head_dim = kHeadDim;
-  hybridlab::Config cfg = hybridlab::Config::parse("{}", "stick_breaking.yaml");
+  ctx.train_length = T;
+  hybridlab::Config cfg = hybridlab::Config::parse("{}", "dense_rows.yaml");
   std::shared_ptr<Attention> layers[2];
   for (int i = 0; i < 2; ++i) {
     hybridlab::AttentionOptions o;
     o.n_heads = kHeads;
     o.head_dim = kHeadDim;
-    if (i == 1) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
+    if (i == 1 && !cope) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
     hybridlab::Section params = cfg.root();
-    layers[i] = std::make_shared<Attention>(o, kDModel, host.create("nope", params, ctx), true);
+    layers[i] = std::make_shared<Attention>(
+        o, kDModel, host.create(i == 1 && cope ? "cope" : "nope", params, ctx), true);
   }
+  if (cope) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : layers[1]->scheme()->parameters()) p.normal_();
+  }
+  state.SetLabel(cope ? "cope" : "stick_breaking");
   double best[2] = {1e30, 1e30}, graph_mib = 0;
-  for (auto _ : state) {
-    for (int r = 0; r < (T >= 2048 ? 4 : 10); ++r) {
-      for (int i = 0; i < 2; ++i) {
-        const std::vector<torch::Tensor> leaves = make_leaves(T, 1);
-        const double before = heap_in_use_mib();
-        const auto start = std::chrono::steady_clock::now();
-        train_step(*layers[i], leaves, [&] {
-          if (i == 1) graph_mib = heap_in_use_mib() - before;
-        });
-        best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(
-                                        std::chrono::steady_clock::now() - start)
-                                        .count());
-      }
-    }
-  }
+  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
   state.counters["softmax_ms"] = best[0];
-  state.counters["sb_ms"] = best[1];
-  state.counters["sb_over_softmax"] = best[1] / best[0];
-  state.counters["sb_graph_MiB"] = graph_mib;
+  state.counters["variant_ms"] = best[1];
+  state.counters["variant_over_softmax"] = best[1] / best[0];
+  state.counters["variant_graph_MiB"] = graph_mib;
 }
 
 // The short causal convolution on q, k, v (AttentionOptions::use_short_conv) at the quickstart's
@@ -325,10 +329,8 @@ void BM_ShortConvCost(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_DataBiasCost)->Arg(512)->Arg(2048)->Iterations(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_StickBreakingCost)
-    ->Arg(256)
-    ->Arg(512)
-    ->Arg(2048)
+BENCHMARK(BM_DenseRowCost)
+    ->ArgsProduct({{256, 512, 2048}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ShortConvCost)->Arg(64)->Arg(128)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -23,25 +23,12 @@ namespace cope_test {
 namespace {
 
 PositionContext context(int64_t H, int64_t Hkv, int64_t Dh, bool causal = true) {
-  PositionContext ctx;
-  ctx.d_model = H * Dh;
-  ctx.n_heads = H;
-  ctx.n_kv_heads = Hkv;
-  ctx.head_dim = Dh;
-  ctx.causal = causal;
-  ctx.train_length = 16;
-  ctx.max_length = 32;
-  ctx.layer_index = 0;
-  return ctx;
+  return test::attention_context(H, Hkv, Dh, causal);
 }
 
 std::shared_ptr<PositionScheme> make(const std::string& name, const std::string& yaml,
                                      const PositionContext& ctx) {
-  Config cfg = Config::parse(yaml, "test.yaml");
-  Section params = cfg.root();
-  auto scheme = test::test_host()->create(name, params, ctx);
-  cfg.raise_errors();
-  return scheme;
+  return test::make_scheme(name, yaml, ctx);
 }
 
 std::string config_error(const std::string& yaml, const PositionContext& ctx) {
@@ -220,11 +207,7 @@ TEST_CASE("cope layer: decoding token by token == the whole sequence", "[positio
   const torch::Tensor x = torch::randn({2, 10, 32}, torch::kDouble);
   torch::NoGradGuard no_grad;
   const torch::Tensor whole = att->forward(x, torch::arange(10), nullptr);
-  auto cache = att->make_cache();
-  std::vector<torch::Tensor> steps;
-  for (int64_t t = 0; t < 10; ++t)
-    steps.push_back(att->forward(x.narrow(1, t, 1), torch::tensor({t}, torch::kLong), cache.get()));
-  REQUIRE_TENSORS_CLOSE(torch::cat(steps, 1), whole, 1e-12);
+  REQUIRE_TENSORS_CLOSE(test::decode_token_by_token(*att, x), whole, 1e-12);
 }
 
 TEST_CASE("cope config: npos_max, bidirectional attention and the input slot are refused",
@@ -239,7 +222,7 @@ TEST_CASE("cope config: npos_max, bidirectional attention and the input slot are
   input.d_model = 16;
   CHECK_THAT(config_error("{}", input), Catch::Contains("model-level input scheme"));
   // The table defaults to the training length + 1 (a count reaches T).
-  CHECK(pos_emb(*make("cope", "{}", context(2, 2, 4))).sizes() == at::IntArrayRef({4, 17}));
+  CHECK(pos_emb(*make("cope", "{}", context(2, 2, 4))).sizes() == at::IntArrayRef({4, 65}));
 }
 
 }  // namespace cope_test

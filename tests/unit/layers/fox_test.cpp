@@ -31,22 +31,12 @@ namespace fox_test {
 namespace {
 
 PositionContext context(int64_t d_model, int64_t H, int64_t Hkv, int64_t Dh) {
-  PositionContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = H;
-  ctx.n_kv_heads = Hkv;
-  ctx.head_dim = Dh;
-  ctx.train_length = 64;
-  ctx.max_length = 128;
-  ctx.layer_index = 0;
-  return ctx;
+  return hybridlab::test::attention_context(H, Hkv, Dh, true, d_model);
 }
 
 std::shared_ptr<PositionScheme> make(const std::string& name, const std::string& yaml,
                                      const PositionContext& ctx) {
-  Config cfg = Config::parse(yaml, "test.yaml");
-  Section params = cfg.root();
-  return hybridlab::test::test_host()->create(name, params, ctx);
+  return hybridlab::test::make_scheme(name, yaml, ctx);
 }
 
 std::string config_error(const std::string& yaml, const PositionContext& ctx) {

@@ -12,7 +12,9 @@
 
 #include "hybridlab/config.h"
 #include "hybridlab/error.h"
+#include "hybridlab/mixer.h"
 #include "hybridlab/plugin_host.h"
+#include "hybridlab/position.h"
 #include "model/model_options.h"
 #include "support/tensor_match.h"
 
@@ -66,6 +68,44 @@ inline std::vector<PluginRecord> discovered_mixers(PluginHost& host) {
   for (const PluginRecord& r : host.plugins())
     if (r.kind == kPluginKindMixer) out.push_back(r);
   return out;
+}
+
+/// What an attention layer of H query heads and Hkv key/value heads of Dh channels tells its
+/// scheme: d_model (H·Dh when 0), trained at 64 tokens, evaluated to 128, layer 0.
+inline PositionContext attention_context(int64_t H, int64_t Hkv, int64_t Dh, bool causal = true,
+                                         int64_t d_model = 0) {
+  PositionContext ctx;
+  ctx.d_model = d_model > 0 ? d_model : H * Dh;
+  ctx.n_heads = H;
+  ctx.n_kv_heads = Hkv;
+  ctx.head_dim = Dh;
+  ctx.causal = causal;
+  ctx.train_length = 64;
+  ctx.max_length = 128;
+  ctx.layer_index = 0;
+  return ctx;
+}
+
+/// The scheme `name` of the build tree's plugins with the params map `yaml` (file test.yaml);
+/// throws the ConfigError a bad setting raises.
+inline std::shared_ptr<PositionScheme> make_scheme(const std::string& name, const std::string& yaml,
+                                                   const PositionContext& ctx) {
+  Config cfg = Config::parse(yaml, "test.yaml");
+  Section params = cfg.root();
+  std::shared_ptr<PositionScheme> scheme = test_host()->create(name, params, ctx);
+  cfg.raise_errors();
+  return scheme;
+}
+
+/// `m` run on x [B,T,D] one token at a time (positions 0 … T−1) with its decoding cache: the
+/// outputs concatenated, [B,T,D], to compare with one forward over the whole sequence.
+inline torch::Tensor decode_token_by_token(Mixer& m, const torch::Tensor& x) {
+  auto cache = m.make_cache();
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    steps.push_back(m.forward(x.narrow(1, t, 1), torch::tensor({t}, torch::kLong), cache.get()));
+  }
+  return torch::cat(steps, 1);
 }
 
 /// The ConfigError that reading `yaml`'s `model:` section raises ("" when it reads cleanly); the

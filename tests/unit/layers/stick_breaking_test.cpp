@@ -229,12 +229,7 @@ TEST_CASE("stick-breaking layer: decoding token by token == the whole sequence",
   const torch::Tensor x = torch::randn({2, 9, 32}, torch::kDouble);
   torch::NoGradGuard no_grad;
   const torch::Tensor whole = att->forward(x, torch::arange(9), nullptr);
-  auto cache = att->make_cache();
-  std::vector<torch::Tensor> steps;
-  for (int64_t t = 0; t < 9; ++t) {
-    steps.push_back(att->forward(x.narrow(1, t, 1), torch::tensor({t}, torch::kLong), cache.get()));
-  }
-  REQUIRE_TENSORS_CLOSE(torch::cat(steps, 1), whole, 1e-12);
+  REQUIRE_TENSORS_CLOSE(test::decode_token_by_token(*att, x), whole, 1e-12);
   // Not softmax attention: the same weights under softmax give another output.
   AttentionOptions soft = stick_breaking(4, 2, window);
   soft.normalization = AttentionNormalization::kSoftmax;
