@@ -181,16 +181,7 @@ TEST_CASE("cope attend: gradients of q, k, v and the embeddings match finite dif
     e.normal_();
   }
   Attention att(options(2, 1), 8, scheme, true);
-  torch::Tensor q = torch::randn({1, 2, 6, 4}, torch::kDouble).requires_grad_();
-  torch::Tensor k = torch::randn({1, 1, 6, 4}, torch::kDouble).requires_grad_();
-  torch::Tensor v = torch::randn({1, 1, 6, 4}, torch::kDouble).requires_grad_();
-  const torch::Tensor pos = torch::arange(6);
-  const torch::Tensor w = torch::randn({1, 2, 6, 4}, torch::kDouble);
-  const auto loss = [&] { return (att.attend(q, k, v, pos, pos, 512) * w).sum(); };
-  loss().backward();
-  for (torch::Tensor* x : {&q, &k, &v, &e}) {
-    REQUIRE_TENSORS_CLOSE(x->grad(), test::numeric_grad(loss, x->detach()), 1e-6);
-  }
+  test::check_attend_gradients(att, {&e}, 1e-6);
 }
 
 TEST_CASE("cope layer: decoding token by token == the whole sequence", "[position][cope]") {

@@ -15,6 +15,7 @@
 #include "hybridlab/mixer.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
+#include "layers/attention.h"
 #include "model/model_options.h"
 #include "support/tensor_match.h"
 
@@ -106,6 +107,26 @@ inline torch::Tensor decode_token_by_token(Mixer& m, const torch::Tensor& x) {
     steps.push_back(m.forward(x.narrow(1, t, 1), torch::tensor({t}, torch::kLong), cache.get()));
   }
   return torch::cat(steps, 1);
+}
+
+/// Checks att.attend's gradients against central finite differences (fp64, tolerance `tol`) on
+/// random q [1,H,6,Dh], k and v [1,Hkv,6,Dh] under a random weighting of the output, for q, k, v
+/// and each tensor of `extra` (leaves that require grad, e.g. a scheme's parameters).
+inline void check_attend_gradients(Attention& att, const std::vector<torch::Tensor*>& extra,
+                                   double tol) {
+  const int64_t H = att.n_heads(), Hkv = att.n_kv_heads(), Dh = att.head_dim();
+  torch::Tensor q = torch::randn({1, H, 6, Dh}, torch::kDouble).requires_grad_();
+  torch::Tensor k = torch::randn({1, Hkv, 6, Dh}, torch::kDouble).requires_grad_();
+  torch::Tensor v = torch::randn({1, Hkv, 6, Dh}, torch::kDouble).requires_grad_();
+  const torch::Tensor pos = torch::arange(6);
+  const torch::Tensor w = torch::randn({1, H, 6, Dh}, torch::kDouble);
+  const auto loss = [&] { return (att.attend(q, k, v, pos, pos, 512) * w).sum(); };
+  loss().backward();
+  std::vector<torch::Tensor*> leaves = {&q, &k, &v};
+  leaves.insert(leaves.end(), extra.begin(), extra.end());
+  for (torch::Tensor* x : leaves) {
+    REQUIRE_TENSORS_CLOSE(x->grad(), numeric_grad(loss, x->detach()), tol);
+  }
 }
 
 /// The ConfigError that reading `yaml`'s `model:` section raises ("" when it reads cleanly); the

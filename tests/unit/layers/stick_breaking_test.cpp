@@ -205,17 +205,7 @@ TEST_CASE("stick-breaking attend: gradients of q, k, v match finite differences"
           "[attention][stick_breaking]") {
   torch::manual_seed(12);
   Attention att(stick_breaking(2, 1, /*window=*/4), 16, std::make_shared<NoScheme>(), true);
-  torch::Tensor q = torch::randn({1, 2, 6, 4}, torch::kDouble).requires_grad_();
-  torch::Tensor k = torch::randn({1, 1, 6, 4}, torch::kDouble).requires_grad_();
-  torch::Tensor v = torch::randn({1, 1, 6, 4}, torch::kDouble).requires_grad_();
-  const torch::Tensor pos = torch::arange(6);
-  const torch::Tensor w = torch::randn({1, 2, 6, 4}, torch::kDouble);
-  const auto loss = [&] { return (att.attend(q, k, v, pos, pos, 512) * w).sum(); };
-  loss().backward();
-  for (torch::Tensor* x : {&q, &k, &v}) {
-    const torch::Tensor numeric = test::numeric_grad(loss, x->detach());
-    REQUIRE_TENSORS_CLOSE(x->grad(), numeric, 1e-7);
-  }
+  test::check_attend_gradients(att, {}, 1e-7);
 }
 
 TEST_CASE("stick-breaking layer: decoding token by token == the whole sequence",
