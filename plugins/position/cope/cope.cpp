@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "hybridlab/position.h"
 
 namespace {
