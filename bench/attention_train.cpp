@@ -7,6 +7,9 @@
 //   nope, 1 t5, 2 shaw, from the build tree's plugins). Both paths are timed in interleaved
 //   rounds, each keeping its best call (a shared machine's other tenants come and go for seconds),
 //   and reported as counters dense_ms, tiled_ms and tiled_over_dense.
+// BM_StickBreakingTrainTime/T/0: the same for the layer with stick-breaking weights (NoPE): the
+//   fused dense rows against stick_breaking_attention_tiled, the crossover
+//   Attention::kTiledMinQueriesStickBreaking comes from.
 // BM_TileSweep/tile_q/tile_k: attend's tiled forward + backward at T = 2048 for tile shapes.
 // BM_DataBiasCost/T: the attention layer's training step (x requires grad, the tiled path) with
 //   FoX's data-dependent forget-gate bias against ALiBi's static bias at the same shape, in
@@ -57,10 +60,11 @@ constexpr int64_t kDModel = 256, kHeads = 4, kHeadDim = 64;
 // The positional schemes the timings cover: none, a learned logit bias, relative tables.
 const char* const kSchemes[] = {"nope", "t5", "shaw"};
 
-std::shared_ptr<Attention> make_layer(int scheme_index = 0) {
+std::shared_ptr<Attention> make_layer(int scheme_index = 0, bool stick_breaking = false) {
   hybridlab::AttentionOptions o;
   o.n_heads = kHeads;
   o.head_dim = kHeadDim;
+  if (stick_breaking) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
   static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
   hybridlab::PositionContext ctx;
   ctx.d_model = kDModel;
@@ -103,10 +107,10 @@ void train_step(Attention& att, const std::vector<torch::Tensor>& leaves,
 }
 
 // Times dense and tiled in interleaved rounds; best call of each, in ms.
-void time_paths(benchmark::State& state, int level) {
+void time_paths(benchmark::State& state, int level, bool stick_breaking = false) {
   const int64_t T = state.range(0);
   torch::manual_seed(0);
-  auto att = make_layer(static_cast<int>(state.range(1)));
+  auto att = make_layer(static_cast<int>(state.range(1)), stick_breaking);
   state.SetLabel(kSchemes[state.range(1)]);
   const int rounds = T >= 8192 ? 3 : (T >= 2048 ? 5 : 10);
   double best[2] = {1e30, 1e30};
@@ -133,6 +137,7 @@ void time_paths(benchmark::State& state, int level) {
 
 void BM_AttentionTrainTime(benchmark::State& state) { time_paths(state, 1); }
 void BM_AttendTrainTime(benchmark::State& state) { time_paths(state, 0); }
+void BM_StickBreakingTrainTime(benchmark::State& state) { time_paths(state, 1, true); }
 
 void BM_TileSweep(benchmark::State& state) {
   const int64_t T = 2048;
@@ -341,6 +346,11 @@ BENCHMARK(BM_AttendTrainTime)
 // The relative hook's tiled backward is a per-tile autograd call: its crossover lies further out.
 BENCHMARK(BM_AttendTrainTime)
     ->ArgsProduct({{3072, 4096}, {2}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+// Stick-breaking weights: the fused dense rows against stick_breaking_attention_tiled (NoPE).
+BENCHMARK(BM_StickBreakingTrainTime)
+    ->ArgsProduct({{512, 2048, 4096}, {0}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionTrainTime)

@@ -183,9 +183,12 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
 bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const SeparableBias& separable) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
-  // Stick-breaking weights and a content bias (CoPE) need each query's whole row at once.
-  if (opts_.normalization != AttentionNormalization::kSoftmax) return false;
+  // A content bias (CoPE) needs each query's whole row at once.
   if (active_hooks() & kHookContentBias) return false;
+  // The stick-breaking tiles take q, k and v alone (a rotation is applied before): no bias.
+  const bool stick = opts_.normalization == AttentionNormalization::kStickBreaking;
+  if (stick && ((active_hooks() & (kHookLogitBias | kHookRelative)) || separable.defined()))
+    return false;
   const auto dtype = q.scalar_type();
   if ((dtype != torch::kFloat && dtype != torch::kDouble) || k.scalar_type() != dtype ||
       v.scalar_type() != dtype) {
@@ -193,8 +196,9 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const 
   }
   if (attend_path_ == AttendPath::kTiled) return true;
   // The crossover was measured on the CPU; other devices keep their fused kernels.
-  const int64_t min_queries =
-      (active_hooks() & kHookRelative) ? kTiledMinQueriesRelative : kTiledMinQueries;
+  const int64_t min_queries = stick                              ? kTiledMinQueriesStickBreaking
+                              : (active_hooks() & kHookRelative) ? kTiledMinQueriesRelative
+                                                                 : kTiledMinQueries;
   if (!q.device().is_cpu() || q.size(2) < min_queries || !torch::GradMode::is_enabled()) {
     return false;
   }
@@ -226,6 +230,15 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
         "Attention::attend: separable bias terms must be [B,H,", Tq, "] and [B,H,", Tk, "]");
   }
   if (use_tiled(q, k_in, v_in, separable)) {
+    if (opts_.normalization == AttentionNormalization::kStickBreaking) {
+      StickBreakingTiles t;
+      t.window = active_window();
+      t.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+      const int64_t groups = n_heads_ / n_kv_heads_;
+      return stick_breaking_attention_tiled(
+          q, groups > 1 ? k_in.repeat_interleave(groups, 1) : k_in,
+          groups > 1 ? v_in.repeat_interleave(groups, 1) : v_in, t);
+    }
     TiledAttentionOptions t;
     t.causal = opts_.causal;
     t.window = active_window();

@@ -124,10 +124,12 @@ class Attention : public Mixer {
   /// AttendPath::kAuto when no probe is set, q, k, v are fp32/fp64 CPU tensors, grad mode is on,
   /// q, k, v, a separable term or a parameter of the bias/relative hooks requires grad, and Tq >=
   /// kTiledMinQueries (kTiledMinQueriesRelative with a relative hook); always with
-  /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. Stick-breaking
-  /// weights and a content_bias hook (CoPE), which need each query's whole row at once, are
-  /// computed on the dense reference path only. Throws c10::Error when
-  /// Tk < Tq, block_size <= 0 or separable terms of the wrong length.
+  /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. A content_bias
+  /// hook (CoPE), which needs each query's whole row at once, is computed on the dense reference
+  /// path only; stick-breaking weights take stick_breaking_attention_tiled
+  /// (layers/stick_breaking.h) instead of tiled_attention, from kTiledMinQueriesStickBreaking
+  /// queries, unless a bias, relative or separable term is active (dense path then). Throws
+  /// c10::Error when Tk < Tq, block_size <= 0 or separable terms of the wrong length.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
                        bool allow_fused = true, const SeparableBias& separable = {});
@@ -157,6 +159,10 @@ class Attention : public Mixer {
   /// The same with a relative hook (Shaw), whose tiled backward rebuilds each tile under autograd:
   /// tiled/dense 1.28 at 2048 queries, 1.50 at 3072, 0.43 at 4096.
   static constexpr int64_t kTiledMinQueriesRelative = 4096;
+  /// The same for stick-breaking weights, whose dense path is one fused pass per row
+  /// (layers/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
+  /// heads of 64, tiled/dense time 1.33 at 512, 1.60 at 2048, 0.48 at 4096 (load 5).
+  static constexpr int64_t kTiledMinQueriesStickBreaking = 4096;
   /// Without autograd, the dense path's query blocks keep their scores under this many bytes.
   static constexpr int64_t kEvalScoreBlockBytes = int64_t{8} << 20;
 

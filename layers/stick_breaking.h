@@ -31,4 +31,27 @@ torch::Tensor stick_breaking_weights_reference(const torch::Tensor& z, const tor
                                                const torch::Tensor& k_pos,
                                                const torch::Tensor& visible);
 
+/// Settings of one stick_breaking_attention_tiled call.
+struct StickBreakingTiles {
+  int64_t window = 0;    ///< keys j with q_pos − k_pos < window break the stick; 0 = all earlier
+  double scale = 0;      ///< logit scale; 0 = 1/√Dh
+  int64_t tile_q = 128;  ///< queries per tile
+  int64_t tile_k = 128;  ///< keys per tile
+};
+
+/// Causal stick-breaking attention by tiles, forward and backward, as one autograd Function:
+/// o_i = Σ_j A_ij v_j + (1 − Σ_j A_ij) v_i with z = q·kᵀ·scale and A as stick_breaking_weights
+/// (no bias: q and k already carry a rotation, if any). q [B,H,Tq,Dh], k and v [B,H,Tk,Dh] (kv
+/// heads already repeated), queries the last Tq keys (query i at key index Tk − Tq + i). Per query
+/// tile the key tiles are visited from the query backwards, carrying Σ log(1 − β) so far, so each
+/// weight is exact as in the dense form; the Function keeps that sum per query ([B,H,Tq]) and
+/// the inputs, never a [Tq,Tk] tensor: O(T·Dh) memory per head plus one tile's scratch. The
+/// backward revisits the tiles in the same order and takes Σ_{l<j} g_il + g_ii as
+/// dO_i·o_i − Σ_{l≥j} g_il (FlashAttention-2's D_i, Dao 2023, Algorithm 2). fp32 or fp64, one
+/// dtype; returns [B,H,Tq,Dh]. Throws c10::Error for other dtypes, mismatched shapes, Tk < Tq or
+/// tiles <= 0.
+torch::Tensor stick_breaking_attention_tiled(const torch::Tensor& q, const torch::Tensor& k,
+                                             const torch::Tensor& v,
+                                             const StickBreakingTiles& opts);
+
 }  // namespace hybridlab

@@ -191,9 +191,9 @@ TEST_CASE("stick-breaking attend: == the per-key product (GQA, windows, cache, b
   const torch::Tensor k_pos = torch::arange(Tk), q_pos = k_pos.narrow(0, n_cached, Tq);
   const torch::Tensor got = att.attend(q, k, v, q_pos, k_pos, block);
   REQUIRE_TENSORS_CLOSE(got, oracle(q, k, v, window, bias ? DistanceBias::kSlope : 0.0), 1e-12);
-  // The tiled path has no stick-breaking form; asking for it still gives these weights.
+  // The tiled path (stick_breaking_attention_tiled without a bias, the dense rows with one).
   att.set_attend_path(AttendPath::kTiled);
-  REQUIRE_TENSORS_CLOSE(att.attend(q, k, v, q_pos, k_pos, block), got, 1e-15);
+  REQUIRE_TENSORS_CLOSE(att.attend(q, k, v, q_pos, k_pos, block), got, 1e-12);
   // The probe sees weights that sum to 1 per query.
   att.set_probe([](const torch::Tensor& p, const torch::Tensor&, const torch::Tensor&) {
     REQUIRE_TENSORS_CLOSE(p.sum(-1), torch::ones_like(p.sum(-1)), 1e-12);
@@ -201,10 +201,56 @@ TEST_CASE("stick-breaking attend: == the per-key product (GQA, windows, cache, b
   REQUIRE_TENSORS_CLOSE(att.attend(q, k, v, q_pos, k_pos, block), got, 1e-15);
 }
 
+TEST_CASE("stick-breaking tiles: == the dense rows, values and every gradient",
+          "[attention][stick_breaking]") {
+  const int64_t window = GENERATE(0, 6);
+  const int64_t n_cached = GENERATE(0, 5);
+  const int64_t tile_q = GENERATE(3, 64), tile_k = GENERATE(4, 64);
+  CAPTURE(window, n_cached, tile_q, tile_k);
+  torch::manual_seed(14);
+  const int64_t Tq = 21, Tk = Tq + n_cached;
+  const torch::Tensor q = (torch::randn({2, 3, Tq, 8}, torch::kDouble) * 2).requires_grad_();
+  const torch::Tensor k = (torch::randn({2, 3, Tk, 8}, torch::kDouble) * 2).requires_grad_();
+  const torch::Tensor v = torch::randn({2, 3, Tk, 8}, torch::kDouble).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 3, Tq, 8}, torch::kDouble);
+  StickBreakingTiles t;
+  t.window = window;
+  t.tile_q = tile_q;
+  t.tile_k = tile_k;
+  const torch::Tensor tiled = stick_breaking_attention_tiled(q, k, v, t);
+  const auto grads_of = [&](const torch::Tensor& out) {
+    return torch::autograd::grad({out}, {q, k, v}, {dout});
+  };
+  const auto tiled_grads = grads_of(tiled);
+  // The dense form: the reference weights with the leftover on the own key, times v.
+  const torch::Tensor k_pos = torch::arange(Tk), q_pos = k_pos.narrow(0, n_cached, Tq);
+  const torch::Tensor z = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(8.0);
+  const torch::Tensor dense = torch::matmul(
+      stick_breaking_weights_reference(z, q_pos, k_pos, visible_pairs(q_pos, k_pos, true, window)),
+      v);
+  REQUIRE_TENSORS_CLOSE(tiled, dense, 1e-12);
+  REQUIRE_TENSORS_CLOSE(tiled, oracle(q.detach(), k.detach(), v.detach(), window, 0.0), 1e-12);
+  const auto dense_grads = grads_of(dense);
+  for (size_t i = 0; i < 3; ++i) REQUIRE_TENSORS_CLOSE(tiled_grads[i], dense_grads[i], 1e-12);
+}
+
+TEST_CASE("stick-breaking tiles: refuse what they do not take", "[attention][stick_breaking]") {
+  const torch::Tensor q = torch::randn({1, 2, 4, 8});
+  StickBreakingTiles t;
+  CHECK_THROWS_WITH(stick_breaking_attention_tiled(q, q.narrow(2, 0, 3), q.narrow(2, 0, 3), t),
+                    Catch::Contains("fewer keys"));
+  CHECK_THROWS_WITH(stick_breaking_attention_tiled(q, q.to(torch::kDouble), q, t),
+                    Catch::Contains("one dtype"));
+  t.tile_q = 0;
+  CHECK_THROWS_WITH(stick_breaking_attention_tiled(q, q, q, t), Catch::Contains("tiles"));
+}
+
 TEST_CASE("stick-breaking attend: gradients of q, k, v match finite differences",
           "[attention][stick_breaking]") {
   torch::manual_seed(12);
   Attention att(stick_breaking(2, 1, /*window=*/4), 16, std::make_shared<NoScheme>(), true);
+  test::check_attend_gradients(att, {}, 1e-7);
+  att.set_attend_path(AttendPath::kTiled);  // and through the tiles
   test::check_attend_gradients(att, {}, 1e-7);
 }
 
