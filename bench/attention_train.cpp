@@ -60,7 +60,10 @@ constexpr int64_t kDModel = 256, kHeads = 4, kHeadDim = 64;
 // The positional schemes the timings cover: none, a learned logit bias, relative tables.
 const char* const kSchemes[] = {"nope", "t5", "shaw"};
 
-std::shared_ptr<Attention> make_layer(int scheme_index = 0, bool stick_breaking = false) {
+// An attention layer of the bench's shape (d_model 256, 4 heads of 64) with the scheme `name` of
+// the build tree's plugins at its default settings, told the training length `train_length`.
+std::shared_ptr<Attention> layer_with(const std::string& name, bool stick_breaking = false,
+                                      int64_t train_length = 0) {
   hybridlab::AttentionOptions o;
   o.n_heads = kHeads;
   o.head_dim = kHeadDim;
@@ -71,10 +74,14 @@ std::shared_ptr<Attention> make_layer(int scheme_index = 0, bool stick_breaking 
   ctx.n_heads = kHeads;
   ctx.n_kv_heads = kHeads;
   ctx.head_dim = kHeadDim;
+  ctx.train_length = train_length;
   hybridlab::Config cfg = hybridlab::Config::parse("{}", "attention_train.yaml");
   hybridlab::Section params = cfg.root();
-  return std::make_shared<Attention>(o, kDModel, host.create(kSchemes[scheme_index], params, ctx),
-                                     true);
+  return std::make_shared<Attention>(o, kDModel, host.create(name, params, ctx), true);
+}
+
+std::shared_ptr<Attention> make_layer(int scheme_index = 0, bool stick_breaking = false) {
+  return layer_with(kSchemes[scheme_index], stick_breaking);
 }
 
 // Heap bytes in use (small blocks and mmapped ones).
@@ -197,22 +204,8 @@ void best_layer_steps(const std::shared_ptr<Attention> (&layers)[2], int64_t T, 
 void BM_DataBiasCost(benchmark::State& state) {
   const int64_t T = state.range(0);
   torch::manual_seed(0);
-  static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
-  hybridlab::PositionContext ctx;
-  ctx.d_model = kDModel;
-  ctx.n_heads = ctx.n_kv_heads = kHeads;
-  ctx.head_dim = kHeadDim;
-  hybridlab::Config cfg = hybridlab::Config::parse("{}", "data_bias.yaml");
-  std::shared_ptr<Attention> layers[2];
-  const char* const names[2] = {"alibi", "fox"};
-  for (int i = 0; i < 2; ++i) {
-    hybridlab::AttentionOptions o;
-    o.n_heads = kHeads;
-    o.head_dim = kHeadDim;
-    hybridlab::Section params = cfg.root();
-    layers[i] = std::make_shared<Attention>(o, kDModel, host.create(names[i], params, ctx), true);
-    layers[i]->set_attend_path(AttendPath::kTiled);
-  }
+  std::shared_ptr<Attention> layers[2] = {layer_with("alibi"), layer_with("fox")};
+  for (auto& layer : layers) layer->set_attend_path(AttendPath::kTiled);
   double best[2] = {1e30, 1e30}, graph_mib = 0;
   for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
   state.counters["alibi_ms"] = best[0];
@@ -228,23 +221,8 @@ void BM_DenseRowCost(benchmark::State& state) {
   const int64_t T = state.range(0);
   const bool cope = state.range(1) == 1;
   torch::manual_seed(0);
-  static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
-  hybridlab::PositionContext ctx;
-  ctx.d_model = kDModel;
-  ctx.n_heads = ctx.n_kv_heads = kHeads;
-  ctx.head_dim = kHeadDim;
-  ctx.train_length = T;
-  hybridlab::Config cfg = hybridlab::Config::parse("{}", "dense_rows.yaml");
-  std::shared_ptr<Attention> layers[2];
-  for (int i = 0; i < 2; ++i) {
-    hybridlab::AttentionOptions o;
-    o.n_heads = kHeads;
-    o.head_dim = kHeadDim;
-    if (i == 1 && !cope) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
-    hybridlab::Section params = cfg.root();
-    layers[i] = std::make_shared<Attention>(
-        o, kDModel, host.create(i == 1 && cope ? "cope" : "nope", params, ctx), true);
-  }
+  std::shared_ptr<Attention> layers[2] = {layer_with("nope"),
+                                          layer_with(cope ? "cope" : "nope", !cope, T)};
   if (cope) {
     torch::NoGradGuard no_grad;
     for (auto& p : layers[1]->scheme()->parameters()) p.normal_();

@@ -156,15 +156,7 @@ void require_same(const Result& tiled, const Result& dense, double tol) {
 std::shared_ptr<PositionScheme> make_scheme(PluginHost& host, const std::string& name,
                                             const std::string& params_yaml, int64_t H, int64_t Hkv,
                                             int64_t Dh, bool causal, torch::Dtype dtype) {
-  PositionContext ctx;
-  ctx.d_model = H * Dh;
-  ctx.n_heads = H;
-  ctx.n_kv_heads = Hkv;
-  ctx.head_dim = Dh;
-  ctx.causal = causal;
-  ctx.train_length = 64;
-  ctx.max_length = 128;
-  ctx.layer_index = 0;
+  const PositionContext ctx = hybridlab::test::attention_context(H, Hkv, Dh, causal);
   Config cfg = Config::parse(params_yaml, "test.yaml");
   Section params = cfg.root();
   std::shared_ptr<PositionScheme> scheme = host.create(name, params, ctx);
