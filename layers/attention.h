@@ -161,7 +161,7 @@ class Attention : public Mixer {
   static constexpr int64_t kTiledMinQueriesRelative = 4096;
   /// The same for stick-breaking weights, whose dense path is one fused pass per row
   /// (layers/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
-  /// heads of 64, tiled/dense time 1.33 at 512, 1.60 at 2048, 0.48 at 4096 (load 5).
+  /// heads of 64, tiled/dense time 1.21 at 512, 1.60 at 2048, 0.50 at 4096.
   static constexpr int64_t kTiledMinQueriesStickBreaking = 4096;
   /// Without autograd, the dense path's query blocks keep their scores under this many bytes.
   static constexpr int64_t kEvalScoreBlockBytes = int64_t{8} << 20;
