@@ -36,6 +36,29 @@ StickLayout stick_layout(const torch::Tensor& q_pos, const torch::Tensor& k_pos,
   return {earlier.to(torch::kUInt8).contiguous(), own.contiguous()};
 }
 
+// The stick in log space over the last dimension of z: each earlier key's weight
+// exp(log β_j + Σ_{k>j} log(1 − β_k) + lost), 0 off `earlier` ([bq,bk] bool), and in `total`
+// Σ log(1 − β) over every earlier key of the row, summed from the query backwards. `lost`
+// ([...,bq], log) is what nearer keys outside z already took; undefined for none.
+struct StickShares {
+  torch::Tensor weights, total;
+};
+
+StickShares stick_shares(const torch::Tensor& z, const torch::Tensor& earlier,
+                         const torch::Tensor& lost) {
+  const torch::Tensor softplus = torch::softplus(z);
+  const torch::Tensor outside = earlier.logical_not();
+  const torch::Tensor log_keep = (-softplus).masked_fill(outside, 0.0);  // log(1 − β)
+  // after[j] = Σ_{k ≥ j} log(1 − β_ik); the weight of j takes the keys after it only.
+  const torch::Tensor after = log_keep.flip(-1).cumsum(-1).flip(-1);
+  const int64_t bk = z.size(-1);
+  torch::Tensor log_w =
+      z - softplus +
+      torch::cat({after.narrow(-1, 1, bk - 1), torch::zeros_like(after.narrow(-1, 0, 1))}, -1);
+  if (lost.defined()) log_w = log_w + lost.unsqueeze(-1);
+  return {log_w.exp().masked_fill(outside, 0.0), after.select(-1, 0)};
+}
+
 void check_shapes(const torch::Tensor& z, const torch::Tensor& q_pos, const torch::Tensor& k_pos,
                   const torch::Tensor& visible) {
   TORCH_CHECK(z.dim() >= 2 && q_pos.dim() == 1 && k_pos.dim() == 1 && z.size(-2) == q_pos.size(0) &&
@@ -161,17 +184,9 @@ torch::Tensor stick_breaking_weights_reference(const torch::Tensor& z, const tor
   torch::Tensor earlier = kp.lt(qp);  // [bq,bk]
   if (visible.defined()) earlier = earlier.logical_and(visible);
   const torch::Tensor own = kp.eq(qp).to(z.scalar_type());
-  const torch::Tensor outside = earlier.logical_not();
-  const torch::Tensor softplus = torch::softplus(z);
-  const torch::Tensor log_keep = (-softplus).masked_fill(outside, 0.0);  // log(1 − β)
-  // after[j] = Σ_{k ≥ j} log(1 − β_ik), summed from the query backwards.
-  const torch::Tensor after = log_keep.flip(-1).cumsum(-1).flip(-1);
-  const int64_t bk = z.size(-1);
-  const torch::Tensor after_next =
-      torch::cat({after.narrow(-1, 1, bk - 1), torch::zeros_like(after.narrow(-1, 0, 1))}, -1);
-  const torch::Tensor weights = (z - softplus + after_next).exp().masked_fill(outside, 0.0);
-  const torch::Tensor leftover = after.narrow(-1, 0, 1).exp();  // ∏_{k<i} (1 − β_ik)
-  return weights + own * leftover;
+  const StickShares shares = stick_shares(z, earlier, torch::Tensor());
+  // The own key takes the leftover ∏_{k<i} (1 − β_ik).
+  return shares.weights + own * shares.total.unsqueeze(-1).exp();
 }
 
 namespace {
@@ -208,15 +223,9 @@ TileWeights tile_weights(const torch::Tensor& qt, const torch::Tensor& kt, const
                          const torch::Tensor& earlier, double scale) {
   TileWeights t;
   t.z = torch::bmm(qt, kt.transpose(1, 2)) * scale;
-  const torch::Tensor softplus = torch::softplus(t.z);
-  const torch::Tensor outside = earlier.logical_not();
-  const torch::Tensor log_keep = (-softplus).masked_fill(outside, 0.0);
-  const torch::Tensor after = log_keep.flip(-1).cumsum(-1).flip(-1);
-  const int64_t bk = t.z.size(-1);
-  const torch::Tensor after_next =
-      torch::cat({after.narrow(-1, 1, bk - 1), torch::zeros_like(after.narrow(-1, 0, 1))}, -1);
-  t.weights = (t.z - softplus + after_next + acc.unsqueeze(-1)).exp().masked_fill(outside, 0.0);
-  t.total = after.select(-1, 0);
+  StickShares shares = stick_shares(t.z, earlier, acc);
+  t.weights = std::move(shares.weights);
+  t.total = std::move(shares.total);
   return t;
 }
 
