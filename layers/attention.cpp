@@ -12,6 +12,7 @@
 #include "layers/attention_tiled.h"
 #include "layers/gated_deltanet_kernels.h"
 #include "layers/linear_cpu.h"
+#include "layers/path_attention.h"
 #include "layers/position_hooks.h"
 #include "layers/stick_breaking.h"
 
@@ -49,6 +50,10 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
   // The layer graph refuses such a scheme at its config key (mixer_attention.cpp).
   TORCH_CHECK(!(hooks_ & kHookEmbed), "Attention: scheme '", scheme_->name(),
               "' acts on the input embeddings (embed hook), not inside attention");
+  TORCH_CHECK(
+      !opts_.path || (opts_.causal && !(hooks_ & kHookRotate) && opts_.path_chunk_size >= 1),
+      "Attention: PaTH needs causal attention, a scheme without the rotate hook (got '",
+      scheme_->name(), "') and path_chunk_size >= 1");
   using torch::nn::LinearOptions;
   const int64_t q_width = n_heads_ * head_dim_ * (opts_.output_gate ? 2 : 1);
   q_proj =
@@ -76,7 +81,39 @@ Attention::Attention(const AttentionOptions& opts, int64_t d_model,
     k_conv = conv("k_conv", n_kv_heads_ * head_dim_);
     v_conv = conv("v_conv", n_kv_heads_ * head_dim_);
   }
+  if (opts_.path) {
+    // fla PaTHAttention: a rank-32 w projection when every query head has its own kv head.
+    const int64_t kv_width = n_kv_heads_ * head_dim_;
+    constexpr int64_t kRank = 32;
+    w_proj = torch::nn::Sequential();
+    if (n_kv_heads_ == n_heads_) {
+      w_proj->push_back(torch::nn::Linear(LinearOptions(d_model, kRank).bias(false)));
+      w_proj->push_back(torch::nn::Linear(LinearOptions(kRank, kv_width).bias(false)));
+    } else {
+      w_proj->push_back(torch::nn::Linear(LinearOptions(d_model, kv_width).bias(false)));
+    }
+    register_module("w_proj", w_proj);
+    bt_proj = register_module("bt_proj",
+                              torch::nn::Linear(LinearOptions(d_model, n_kv_heads_).bias(true)));
+    if (opts_.path_w_shortconv) {
+      constexpr int64_t kWConv = 3;  // fla ShortConvolution(kv_dim, 3)
+      const double bound = 1.0 / std::sqrt(static_cast<double>(kWConv));
+      w_conv1d = register_parameter("w_conv1d",
+                                    torch::empty({kv_width, 1, kWConv}).uniform_(-bound, bound));
+    }
+  }
   if (register_scheme) register_module("position", scheme_);
+}
+
+PathTerms Attention::path_terms(const torch::Tensor& x, AttentionCache* cache) {
+  const int64_t B = x.size(0), T = x.size(1);
+  torch::Tensor w = w_proj->forward(x);  // [B,T,Hkv*Dh]
+  if (opts_.path_w_shortconv)
+    w = short_conv_with_tail(w, w_conv1d, cache ? &cache->conv_w : nullptr, /*fused=*/true);
+  PathTerms t;
+  t.w = l2_normalize(w.view({B, T, n_kv_heads_, head_dim_}), 1e-6, /*fused=*/true).transpose(1, 2);
+  t.beta = 2.0 * torch::sigmoid(bt_proj(x)).transpose(1, 2);  // [B,Hkv,T], in (0, 2)
+  return t;
 }
 
 void Attention::convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v,
@@ -94,7 +131,7 @@ int64_t Attention::active_window() const {
 }
 
 int64_t AttentionCache::nbytes() const {
-  return bytes_of({&k, &v, &positions, &conv_q, &conv_k, &conv_v, &bias_key, &bias_state});
+  return bytes_of({&k, &v, &positions, &conv_q, &conv_k, &conv_v, &bias_key, &bias_state, &conv_w});
 }
 
 std::unique_ptr<MixerCache> Attention::make_cache() const {
@@ -145,8 +182,13 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     bias_state = std::move(d.state);
   }
 
+  // PaTH's transforms; the position ablation knocks them out with the other position signals.
+  PathTerms path;
+  if (opts_.path && !ablation_.no_position) path = path_terms(x, cache);
+
   torch::Tensor k_pos = positions;
   if (cache) {
+    const torch::Tensor k_new = k;
     if (cache->k.defined()) {
       k = torch::cat({cache->k, k}, 2);
       v = torch::cat({cache->v, v}, 2);
@@ -161,7 +203,12 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     // Keep unrotated keys; with a window only the keys a later query can still see.
     const int64_t window = active_window();
     const int64_t keep = window > 0 ? std::min<int64_t>(window, k.size(2)) : k.size(2);
-    cache->k = k.narrow(2, k.size(2) - keep, keep);
+    // PaTH decodes with keys carried through every later transform (§3.3).
+    const torch::Tensor stored =
+        path.defined() ? path_transform_keys(cache->k, k_new, path.w.to(k.scalar_type()),
+                                             path.beta.to(k.scalar_type()), opts_.path_chunk_size)
+                       : k;
+    cache->k = stored.narrow(2, stored.size(2) - keep, keep);
     cache->v = v.narrow(2, v.size(2) - keep, keep);
     cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
     if (data_bias) {
@@ -174,8 +221,8 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     std::tie(q, k) = checked_rotate(*scheme_, q, k, positions, k_pos);
 
   torch::Tensor o =
-      attend(q, k, v, positions, k_pos, opts_.block_size, true, separable);  // [B,H,T,Dh]
-  o = o.transpose(1, 2);                                                     // [B,T,H,Dh]
+      attend(q, k, v, positions, k_pos, opts_.block_size, true, separable, path);  // [B,H,T,Dh]
+  o = o.transpose(1, 2);                                                           // [B,T,H,Dh]
   if (opts_.output_gate) o = o * torch::sigmoid(gate);
   return o_proj(o.reshape({B, T, n_heads_ * head_dim_}));
 }
@@ -183,6 +230,7 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
 bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const SeparableBias& separable) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
+  if (opts_.path && !ablation_.no_position) return false;  // PaTH's scores are dense-path only
   // A content bias (CoPE) needs each query's whole row at once.
   if (active_hooks() & kHookContentBias) return false;
   // The stick-breaking tiles take q, k and v alone (a rotation is applied before): no bias.
@@ -216,7 +264,7 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const 
 torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_in,
                                 const torch::Tensor& v_in, const torch::Tensor& q_pos,
                                 const torch::Tensor& k_pos, int64_t block_size, bool allow_fused,
-                                const SeparableBias& separable) {
+                                const SeparableBias& separable, const PathTerms& path) {
   // Scores, softmax and the bias hooks in the caller's dtype or fp32, never autocast to bf16
   // (hybridlab/runtime.h); SDPA on a GPU takes bf16 q, k, v as they come.
   NoAutocast no_autocast;
@@ -255,7 +303,21 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   const bool causal = opts_.causal;
   const bool need_scores =
       (active_hooks() & (kHookLogitBias | kHookRelative | kHookContentBias)) != 0 ||
-      separable.defined() || probe_ || opts_.normalization != AttentionNormalization::kSoftmax;
+      separable.defined() || probe_ || opts_.normalization != AttentionNormalization::kSoftmax ||
+      path.defined();
+  PathChunks path_chunks;
+  torch::Tensor path_cached;  // the cached keys, already transformed, in the PaTH dtype
+  if (path.defined()) {
+    const auto dtype = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    const auto heads = [&](const torch::Tensor& t) {
+      return (groups > 1 ? t.repeat_interleave(groups, 1) : t).to(dtype);
+    };
+    TORCH_CHECK(path.w.size(2) == Tq && path.beta.size(2) == Tq,
+                "Attention::attend: PaTH terms must cover the ", Tq, " queries");
+    path_chunks = path_prepare(q.to(dtype), k.narrow(2, n_cached, Tq).to(dtype), heads(path.w),
+                               heads(path.beta), opts_.path_chunk_size);
+    if (n_cached > 0) path_cached = k.narrow(2, 0, n_cached).to(dtype);
+  }
 
   // Without autograd (evaluation, prefill), query blocks small enough that one block's scores
   // stay under kEvalScoreBlockBytes: glibc maps every allocation past its mmap threshold (at most
@@ -268,6 +330,8 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     step =
         std::clamp<int64_t>(kEvalScoreBlockBytes / std::max<int64_t>(per_query, 1), 1, block_size);
   }
+  // PaTH scans whole chunks of queries.
+  if (path.defined()) step = (step + path_chunks.chunk - 1) / path_chunks.chunk * path_chunks.chunk;
   std::vector<torch::Tensor> outs;
   for (int64_t q0 = 0; q0 < Tq; q0 += step) {
     const int64_t q1 = std::min(Tq, q0 + step);
@@ -301,7 +365,11 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
       separable_tile = separable.query.narrow(2, q0, q1 - q0).unsqueeze(-1) +
                        separable.key.narrow(2, k_begin, k_end - k_begin).unsqueeze(-2);
     }
-    outs.push_back(reference_block(qb, kb, vb, qpb, kpb, visible, separable_tile));
+    torch::Tensor raw;
+    if (path.defined()) {
+      raw = path_block_scores(path_chunks, path_cached, q0, q1).narrow(3, k_begin, k_end - k_begin);
+    }
+    outs.push_back(reference_block(qb, kb, vb, qpb, kpb, visible, separable_tile, raw));
   }
   return outs.size() == 1 ? outs[0] : torch::cat(outs, 2);
 }
@@ -309,14 +377,16 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
 torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::Tensor& kb,
                                          const torch::Tensor& vb, const torch::Tensor& qpb,
                                          const torch::Tensor& kpb, const torch::Tensor& visible,
-                                         const torch::Tensor& separable_tile) {
+                                         const torch::Tensor& separable_tile,
+                                         const torch::Tensor& raw_scores) {
   const uint32_t hooks = active_hooks();
   const bool low_precision =
       qb.scalar_type() == torch::kHalf || qb.scalar_type() == torch::kBFloat16;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   // On the CPU, batch entries spread over the threads (matmul_cpu); elsewhere LibTorch's.
   torch::Tensor scores =
-      matmul_cpu_applies(qb, kb, true)
+      raw_scores.defined() ? raw_scores
+      : matmul_cpu_applies(qb, kb, true)
           ? matmul_cpu(qb, kb, /*trans_b=*/true)
           : torch::matmul(low_precision ? qb.to(torch::kFloat) : qb,
                           (low_precision ? kb.to(torch::kFloat) : kb).transpose(-1, -2));
@@ -378,23 +448,33 @@ MixerInfo Attention::info(int64_t length) const {
   } else {
     keys = opts_.window > 0 ? std::min<double>(L, 2.0 * opts_.window - 1) : L;
   }
-  const double proj = 2.0 * d_model_ * head_dim_ *
-                      (n_heads_ * (opts_.output_gate ? 2 : 1) + 2 * n_kv_heads_ + n_heads_);
+  double proj = 2.0 * d_model_ * head_dim_ *
+                (n_heads_ * (opts_.output_gate ? 2 : 1) + 2 * n_kv_heads_ + n_heads_);
+  double per_key = 4.0 * n_heads_ * head_dim_;  // q·k and the weighted sum of v
+  if (opts_.path) {
+    for (const auto& p : w_proj->parameters()) proj += 2.0 * static_cast<double>(p.numel());
+    proj += 2.0 * d_model_ * n_kv_heads_;
+    // Per key chunk of C keys a query also carries itself across the chunk: q·Wᵀ (2·C·Dh), ·T⁻¹
+    // (2·C²) and ·W (2·C·Dh), beside its C scores (path_block_scores).
+    per_key += n_heads_ * (4.0 * head_dim_ + 2.0 * static_cast<double>(opts_.path_chunk_size));
+  }
   const int64_t conv_width = (n_heads_ + 2 * n_kv_heads_) * head_dim_;
   const bool conv = opts_.use_short_conv;
   m.state_floats = conv ? (opts_.conv_size - 1) * conv_width : 0;
+  if (opts_.path && opts_.path_w_shortconv) m.state_floats += 2 * n_kv_heads_ * head_dim_;
   // A data_bias scheme's key terms: the cache keeps one per key and head beside the key.
   if (hooks_ & kHookDataBias) m.kv_floats_per_token += n_heads_;
   // The scheme's own work, when it counts it (kHookFlops, plugin API v2).
   const double scheme = (hooks_ & kHookFlops) ? scheme_->flops_per_token(length, keys) : 0.0;
-  m.flops_per_token = proj + 4.0 * n_heads_ * head_dim_ * keys +
-                      (conv ? 2.0 * opts_.conv_size * conv_width : 0.0) + scheme;
+  m.flops_per_token =
+      proj + per_key * keys + (conv ? 2.0 * opts_.conv_size * conv_width : 0.0) + scheme;
   m.details = "H=" + std::to_string(n_heads_) + " Hkv=" + std::to_string(n_kv_heads_) +
               " Dh=" + std::to_string(head_dim_) + (opts_.causal ? "" : " bidir") +
               (opts_.window > 0 ? " window=" + std::to_string(opts_.window) : "") +
               (opts_.qk_norm ? " qk_norm" : "") + (opts_.output_gate ? " gate" : "") +
               (conv ? " conv=" + std::to_string(opts_.conv_size) : "") +
-              (opts_.normalization == AttentionNormalization::kSoftmax ? "" : " stick_breaking");
+              (opts_.normalization == AttentionNormalization::kSoftmax ? "" : " stick_breaking") +
+              (opts_.path ? " path" : "");
   return m;
 }
 

@@ -67,11 +67,29 @@ struct AttentionOptions {
   /// Softmax or stick-breaking weights; stick-breaking needs `causal` (the constructor throws
   /// otherwise; the config reader refuses it at the key first).
   AttentionNormalization normalization = AttentionNormalization::kSoftmax;
+  /// PaTH attention (Yang et al. 2025, arXiv 2505.16381; fla `PaTHAttention`): the logit of
+  /// query i on key j is q_iᵀ H_i ⋯ H_{j+1} k_j (layers/path_attention.h) with H_t = I −
+  /// β_t w_t w_tᵀ per kv head, w_t = L2norm(SiLU(ShortConv₃(w_proj x_t))) and β_t =
+  /// 2σ(bt_proj x_t) ∈ (0, 2) (negative eigenvalues allowed, as fla does). w_proj is low-rank
+  /// (d_model → 32 → kv width) when n_kv_heads == n_heads, a full projection otherwise, as in fla.
+  /// Needs `causal`; a scheme with the rotate hook cannot combine with it (the paper uses no RoPE;
+  /// the layer graph refuses the pair at the scheme's key, the constructor throws); every additive
+  /// hook can (with FoX's forget gate it is PaTH-FoX).
+  bool path = false;
+  bool path_w_shortconv = true;  ///< the short convolution on w (fla `use_w_shortconv`)
+  int64_t path_chunk_size = 64;  ///< tokens per UT chunk of the score computation (>= 1)
 };
 
 /// n_kv_heads and head_dim with the automatic values filled in.
 int64_t resolved_kv_heads(const AttentionOptions& o);
 int64_t resolved_head_dim(const AttentionOptions& o, int64_t d_model);
+
+/// PaTH's per-token transforms of the new keys (Attention::attend): w [B,Hkv,Tq,Dh] unit rows and
+/// beta [B,Hkv,Tq] of the last Tq keys; both undefined when the layer is not PaTH.
+struct PathTerms {
+  torch::Tensor w, beta;
+  bool defined() const { return w.defined(); }
+};
 
 /// Which code attend() runs (Attention::set_attend_path).
 enum class AttendPath {
@@ -93,6 +111,9 @@ struct AttentionCache : MixerCache {
   /// With a data_bias scheme (FoX): each cached key's term [B,H,Tc] (windowed as k), and the
   /// scheme's own state after the last token (DataBias::state).
   torch::Tensor bias_key, bias_state;
+  /// With PaTH: the last 2 w projections [B,2,Hkv*Dh] before their short convolution. Cached
+  /// keys (`k`) are then stored transformed by every later H, as the paper decodes (§3.3).
+  torch::Tensor conv_w;
   int64_t nbytes() const override;
 };
 
@@ -101,8 +122,8 @@ class Attention : public Mixer {
   /// scheme: the positional scheme (never null; NoPE is a scheme). register_scheme: register it as
   /// the submodule "position" (false when the model owns a scheme shared across layers).
   /// Throws c10::Error if the scheme uses the embed hook (that belongs to `model.position`; the
-  /// layer graph refuses it at the config key first) or stick-breaking is asked of a
-  /// bidirectional layer.
+  /// layer graph refuses it at the config key first), stick-breaking or PaTH is asked of a
+  /// bidirectional layer, PaTH of a scheme with the rotate hook, or path_chunk_size < 1.
   Attention(const AttentionOptions& opts, int64_t d_model, std::shared_ptr<PositionScheme> scheme,
             bool register_scheme);
 
@@ -130,9 +151,13 @@ class Attention : public Mixer {
   /// (layers/stick_breaking.h) instead of tiled_attention, from kTiledMinQueriesStickBreaking
   /// queries, unless a bias, relative or separable term is active (dense path then). Throws
   /// c10::Error when Tk < Tq, block_size <= 0 or separable terms of the wrong length.
+  /// `path` (PaTH layers): the logits are PaTH's (path_block_scores) on the dense path, the
+  /// cached keys (the first Tk − Tq) already transformed, query blocks rounded up to whole
+  /// chunks; q, k and the terms are computed in fp32 at least.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
-                       bool allow_fused = true, const SeparableBias& separable = {});
+                       bool allow_fused = true, const SeparableBias& separable = {},
+                       const PathTerms& path = {});
 
   const PositionScheme* position_scheme() const override { return scheme_.get(); }
   /// Causal attention runs each packed document as its own row; bidirectional attention would
@@ -188,15 +213,23 @@ class Attention : public Mixer {
   int64_t active_window() const;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<RMSNorm> q_norm, k_norm;
-  torch::Tensor q_conv, k_conv, v_conv;  ///< short-convolution weights [C,1,conv_size]
-  /// One query block of attend()'s reference path: scores qb·kbᵀ (+ relative logits), scaled,
+  torch::Tensor q_conv, k_conv, v_conv;   ///< short-convolution weights [C,1,conv_size]
+  torch::nn::Sequential w_proj{nullptr};  ///< PaTH's w projection (low-rank with MHA)
+  torch::nn::Linear bt_proj{nullptr};     ///< PaTH's β projection, one per kv head
+  torch::Tensor w_conv1d;                 ///< PaTH's short convolution on w [Hkv*Dh,1,3]
+  /// PaTH's w [B,Hkv,T,Dh] and β [B,Hkv,T] for x [B,T,d_model], continuing the cache's
+  /// convolution history when `cache` is set.
+  PathTerms path_terms(const torch::Tensor& x, AttentionCache* cache);
+  /// One query block of attend()'s reference path: scores qb·kbᵀ (or `raw_scores` [B,H,bq,bk]
+  /// when defined: PaTH's) (+ relative logits), scaled,
   /// + logit bias + `separable_tile` [B,H,bq,bk] (or undefined), masked by `visible`, softmax (the
   /// probe sees it), times vb (+ relative values). qb [B,H,bq,Dh], kb and vb [B,H,bk,Dh] (kv
   /// heads already repeated). Returns [B,H,bq,Dh] in qb's dtype.
   torch::Tensor reference_block(const torch::Tensor& qb, const torch::Tensor& kb,
                                 const torch::Tensor& vb, const torch::Tensor& qpb,
                                 const torch::Tensor& kpb, const torch::Tensor& visible,
-                                const torch::Tensor& separable_tile);
+                                const torch::Tensor& separable_tile,
+                                const torch::Tensor& raw_scores);
   /// q [B,T,H*Dh], k and v [B,T,Hkv*Dh] through the short convolution (a no-op without it),
   /// continuing and updating the cache's convolution history when `cache` is set.
   void convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, AttentionCache* cache);

@@ -89,6 +89,8 @@ json attention_spec(const AttentionMixerOptions& m, int64_t d_model, const std::
   if (o.normalization != AttentionNormalization::kSoftmax) {
     cannot(layer + " has model.attention.normalization: " + normalization_name(o.normalization));
   }
+  // fla's PaTH is a model of its own (PaTHAttentionConfig), not an `attn` layer of a hybrid.
+  if (o.path) cannot(layer + " has model.attention.path (PaTH)");
   if (resolved_head_dim(o, d_model) * o.n_heads != d_model) {
     cannot(
         fmt::format("{}: head_dim {} × n_heads {} is not d_model {} (fla's head_dim is "

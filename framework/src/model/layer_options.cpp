@@ -29,6 +29,9 @@ AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
             "must be 'softmax' or 'stick_breaking', got '" + normalization + "'");
     o.normalization = AttentionNormalization::kSoftmax;
   }
+  o.path = s.get<bool>("path", o.path);
+  o.path_w_shortconv = s.get<bool>("path_w_shortconv", o.path_w_shortconv);
+  o.path_chunk_size = s.get<int64_t>("path_chunk_size", o.path_chunk_size);
   if (s.has("position") || !base) m.position = read_position_spec(s.child("position"));
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");
@@ -53,6 +56,10 @@ AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
   s.check(o.causal || o.normalization == AttentionNormalization::kSoftmax,
           s.has("normalization") ? "normalization" : "causal",
           "stick_breaking needs causal: true (the stick breaks from the nearest earlier key)");
+  s.check(o.path_chunk_size >= 1, "path_chunk_size", "must be >= 1");
+  // PaTH's transforms accumulate between an earlier key and a later query (Yang et al. 2025, §2).
+  s.check(o.causal || !o.path, s.has("path") ? "path" : "causal",
+          "path needs causal: true (the transforms run from the key forward to the query)");
   s.finish();
   return m;
 }

@@ -23,7 +23,7 @@ struct AttentionMixerOptions {
 /// nullptr for `model.attention` itself. Records (does not throw) problems: n_heads <= 0,
 /// n_kv_heads not dividing n_heads, n_heads not dividing d_model (when head_dim is automatic),
 /// window < 0, block_size <= 0, norm_eps <= 0, conv_size < 1, a normalization other than softmax /
-/// stick_breaking, stick_breaking without causal.
+/// stick_breaking, stick_breaking or path without causal, path_chunk_size < 1.
 AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
                                              const AttentionMixerOptions* base = nullptr);
 

@@ -28,6 +28,11 @@ std::shared_ptr<Mixer> build_attention(const std::any& any_opts, const MixerBuil
                       "' acts on the input embeddings (embed hook); set it as model.position, "
                       "not as an attention layer's position");
   }
+  if (opts.path && (scheme->hooks() & kHookRotate)) {
+    throw ConfigError(spec.where.str() + ": " + spec.path + ".scheme: scheme '" + scheme->name() +
+                      "' rotates queries and keys, which PaTH (model.attention.path: true) "
+                      "replaces; use nope, or an additive scheme such as fox (PaTH-FoX)");
+  }
   check_scheme_length(*scheme, spec, ctx.lengths);
   bool shared = false;
   if (scheme->shared_across_layers() && ctx.shared) {

@@ -68,11 +68,7 @@ class ProbeScheme : public PositionScheme {
   uint32_t hooks_;
 };
 
-class NoScheme : public PositionScheme {
- public:
-  std::string name() const override { return "none"; }
-  uint32_t hooks() const override { return kHookNone; }
-};
+using test::NoScheme;
 
 AttentionOptions opts(int64_t H, int64_t Hkv, int64_t window = 0, bool causal = true,
                       int64_t block = 512) {

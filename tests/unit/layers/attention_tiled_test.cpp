@@ -29,11 +29,7 @@ using hybridlab::test::numeric_grad;
 namespace attention_tiled_test {
 namespace {
 
-class NoScheme : public PositionScheme {
- public:
-  std::string name() const override { return "none"; }
-  uint32_t hooks() const override { return kHookNone; }
-};
+using test::NoScheme;
 
 // A relative hook that adds nothing (zero logits, no value table): only its dispatch matters.
 class ZeroRelative : public PositionScheme {

@@ -21,6 +21,13 @@
 
 namespace hybridlab::test {
 
+/// A scheme with no hooks (NoPE without the plugin host).
+class NoScheme : public PositionScheme {
+ public:
+  std::string name() const override { return "none"; }
+  uint32_t hooks() const override { return kHookNone; }
+};
+
 /// Relative error RMSE(a-b)/RMS(b) (fla's get_err_ratio).
 inline double err_ratio(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor d = (a.to(torch::kDouble) - b.to(torch::kDouble));

@@ -443,6 +443,32 @@ TEST_CASE("model: schemes in the wrong place and past their length are build-tim
   if (!have_learned) WARN("learned plugin missing: embed placement and length checks skipped");
 }
 
+TEST_CASE("model: PaTH refuses a rotating scheme at its key and builds PaTH-FoX",
+          "[model][plugins][path]") {
+  auto host = hybridlab::test::test_host();
+  try {
+    build(
+        "model:\n  d_model: 16\n  layers: A\n  attention:\n    path: true\n"
+        "    position: {scheme: rope}\n",
+        *host);
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("exp.yaml:6:") &&
+                                          Catch::Contains("model.attention.position.scheme") &&
+                                          Catch::Contains("PaTH"));
+  }
+  // FoX's forget gate adds to PaTH's scores: PaTH-FoX (Yang et al. 2025, §3.4).
+  auto fox = build(
+      "model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n  attention:\n    path: true\n"
+      "    position: {scheme: fox}\n",
+      *host);
+  const torch::Tensor tokens = torch::randint(0, 32, {2, 24}, torch::kLong);
+  const torch::Tensor logits = fox->forward(tokens);
+  CHECK(logits.sizes() == torch::IntArrayRef({2, 24, 32}));
+  CHECK(torch::isfinite(logits).all().item<bool>());
+  CHECK(fox->summary(64).layers.back().details.find("path") != std::string::npos);
+}
+
 TEST_CASE(
     "model ablation: none changes nothing bit for bit, a zeroed mixer == its block without "
     "the mixer branch, bad requests are refused",

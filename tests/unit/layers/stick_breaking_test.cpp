@@ -40,11 +40,7 @@ class DistanceBias : public PositionScheme {
   int64_t n_heads_;
 };
 
-class NoScheme : public PositionScheme {
- public:
-  std::string name() const override { return "none"; }
-  uint32_t hooks() const override { return kHookNone; }
-};
+using test::NoScheme;
 
 AttentionOptions stick_breaking(int64_t H, int64_t Hkv, int64_t window = 0, int64_t block = 512) {
   AttentionOptions o;
