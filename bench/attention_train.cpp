@@ -20,6 +20,9 @@
 //   weights with NoPE, 1 CoPE's content_bias) against softmax NoPE (the path kAuto picks), in
 //   interleaved rounds (best call of each), the ratio variant_over_softmax and the graph's heap
 //   bytes after the variant's forward (variant_graph_MiB).
+// BM_PathCost/T: the attention layer's training step with PaTH (NoPE) against RoPE attention, each
+//   on the path kAuto picks (PaTH: the dense path), in interleaved rounds (best call of each), the
+//   ratio path_over_rope and the heap bytes PaTH's graph holds after its forward (path_graph_MiB).
 // BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
 //   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
 //   the mixer).
@@ -63,11 +66,12 @@ const char* const kSchemes[] = {"nope", "t5", "shaw"};
 // An attention layer of the bench's shape (d_model 256, 4 heads of 64) with the scheme `name` of
 // the build tree's plugins at its default settings, told the training length `train_length`.
 std::shared_ptr<Attention> layer_with(const std::string& name, bool stick_breaking = false,
-                                      int64_t train_length = 0) {
+                                      int64_t train_length = 0, bool path = false) {
   hybridlab::AttentionOptions o;
   o.n_heads = kHeads;
   o.head_dim = kHeadDim;
   if (stick_breaking) o.normalization = hybridlab::AttentionNormalization::kStickBreaking;
+  o.path = path;
   static hybridlab::PluginHost host({HYBRIDLAB_TEST_PLUGIN_DIR});
   hybridlab::PositionContext ctx;
   ctx.d_model = kDModel;
@@ -236,6 +240,20 @@ void BM_DenseRowCost(benchmark::State& state) {
   state.counters["variant_graph_MiB"] = graph_mib;
 }
 
+// PaTH attention (NoPE, its transforms learned from the layer input) against RoPE attention on the
+// path kAuto picks for each.
+void BM_PathCost(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  torch::manual_seed(0);
+  std::shared_ptr<Attention> layers[2] = {layer_with("rope"), layer_with("nope", false, T, true)};
+  double best[2] = {1e30, 1e30}, graph_mib = 0;
+  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
+  state.counters["rope_ms"] = best[0];
+  state.counters["path_ms"] = best[1];
+  state.counters["path_over_rope"] = best[1] / best[0];
+  state.counters["path_graph_MiB"] = graph_mib;
+}
+
 // The short causal convolution on q, k, v (AttentionOptions::use_short_conv) at the quickstart's
 // size: d_model 64, 4 heads of 16, batch 32 × T. Forward + backward with and without it, of the
 // attention layer alone and of a one-layer model's training step (embedding, the pre-norm block
@@ -316,6 +334,7 @@ BENCHMARK(BM_DenseRowCost)
     ->ArgsProduct({{256, 512, 2048}, {0, 1}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PathCost)->Arg(512)->Arg(2048)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ShortConvCost)->Arg(64)->Arg(128)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttendTrainTime)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2}})

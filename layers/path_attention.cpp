@@ -68,14 +68,16 @@ PathChunks path_prepare(const torch::Tensor& q, const torch::Tensor& k, const to
   p.n_chunks = (p.length + p.chunk - 1) / p.chunk;
   const torch::Tensor Q = to_chunks(q, p.chunk, p.n_chunks);
   const torch::Tensor K = to_chunks(k, p.chunk, p.n_chunks);
-  p.w = to_chunks(w, p.chunk, p.n_chunks);
-  p.t_inv = chunk_t_inv(p.w, to_chunks(beta, p.chunk, p.n_chunks));
+  const torch::Tensor W = to_chunks(w, p.chunk, p.n_chunks);
+  const torch::Tensor t_inv = chunk_t_inv(W, to_chunks(beta, p.chunk, p.n_chunks));
+  p.u = torch::matmul(t_inv, W);
   // tril keeps s <= i (H_i itself acts on every earlier key); StrictTril keeps t > j.
-  const torch::Tensor qw_t = torch::matmul(torch::matmul(Q, p.w.transpose(-1, -2)).tril(), p.t_inv);
-  const torch::Tensor wk = torch::matmul(p.w, K.transpose(-1, -2)).tril(-1);
-  p.intra = torch::matmul(Q, K.transpose(-1, -2)).tril() - torch::matmul(qw_t, wk);
-  p.q_tilde = Q - torch::matmul(qw_t, p.w);
-  p.k_tilde = K - torch::matmul(torch::matmul(p.t_inv, wk).transpose(-1, -2), p.w);
+  const torch::Tensor qw = torch::matmul(Q, W.transpose(-1, -2)).tril();
+  const torch::Tensor wk = torch::matmul(W, K.transpose(-1, -2)).tril(-1);
+  p.intra =
+      torch::matmul(Q, K.transpose(-1, -2)).tril() - torch::matmul(torch::matmul(qw, t_inv), wk);
+  p.q_tilde = Q - torch::matmul(qw, p.u);
+  p.k_tilde_w = torch::cat({chunk_key_suffix(K, W, t_inv), W}, -2);
   return p;
 }
 
@@ -94,9 +96,11 @@ torch::Tensor path_block_scores(const PathChunks& p, const torch::Tensor& k_cach
                 k_cached.sizes());
   }
   const int64_t b0 = q0 / C, b1 = (q1 + C - 1) / C, n_q = b1 - b0;
-  // Score tiles [B,H,query chunk, key chunk, C, C]: key chunk b − δ lies on diagonal b0 − δ.
-  torch::Tensor tiles = torch::zeros({B, H, n_q, b1, C, C}, p.q_tilde.options());
-  tiles.diagonal(b0, 2, 3).copy_(p.intra.narrow(2, b0, n_q).permute({0, 1, 3, 4, 2}));
+  // Tiles [B,H,pair,C,C], gathered at the end into the [query chunk, key chunk] grid: tile
+  // (b, b − δ) comes from step δ (δ = 0: the chunk's own intra tile), upper tiles from a zero one.
+  std::vector<torch::Tensor> tiles = {p.intra.narrow(2, b0, n_q)};
+  std::vector<int64_t> first_pair = {0};  // index of step δ's first tile (query chunk max(b0, δ))
+  int64_t n_pairs = n_q;
   torch::Tensor q_cur = p.q_tilde.narrow(2, b0, n_q);
   int64_t lo = b0;                    // first query chunk still scanning
   std::vector<torch::Tensor> q_full;  // each chunk's queries carried through the whole segment
@@ -106,17 +110,30 @@ torch::Tensor path_block_scores(const PathChunks& p, const torch::Tensor& k_cach
     q_cur = q_cur.narrow(2, next_lo - lo, b1 - next_lo);
     lo = next_lo;
     const int64_t n = b1 - lo, key0 = lo - delta;
-    const torch::Tensor tile = torch::matmul(q_cur, p.k_tilde.narrow(2, key0, n).transpose(-1, -2));
-    tiles.diagonal(b0 - delta, 2, 3).copy_(tile.permute({0, 1, 3, 4, 2}));
+    // One matmul: the scores on K̃ of chunk key0, then q·Wᵀ to carry q across that chunk.
+    const torch::Tensor both =
+        torch::matmul(q_cur, p.k_tilde_w.narrow(2, key0, n).transpose(-1, -2));
+    tiles.push_back(both.narrow(-1, 0, C));
+    first_pair.push_back(n_pairs);
+    n_pairs += n;
     if (!cached && delta + 1 == b1) break;
-    // Carry the queries across key chunk key0: qᵀ P = q − (q Wᵀ) T⁻¹ W.
-    const torch::Tensor W = p.w.narrow(2, key0, n);
-    q_cur = q_cur - torch::matmul(torch::matmul(torch::matmul(q_cur, W.transpose(-1, -2)),
-                                                p.t_inv.narrow(2, key0, n)),
-                                  W);
+    q_cur = q_cur - torch::matmul(both.narrow(-1, C, C), p.u.narrow(2, key0, n));
     if (cached && lo == delta) q_full.push_back(q_cur.narrow(2, 0, 1));
   }
-  torch::Tensor scores = tiles.permute({0, 1, 2, 4, 3, 5})
+  tiles.push_back(torch::zeros({B, H, 1, C, C}, p.q_tilde.options()));
+  std::vector<int64_t> grid(static_cast<size_t>(n_q * b1), n_pairs);  // the zero tile
+  for (int64_t r = 0; r < n_q; ++r) {
+    for (int64_t c = 0; c <= b0 + r; ++c) {
+      const int64_t delta = b0 + r - c;
+      grid[static_cast<size_t>(r * b1 + c)] =
+          first_pair[static_cast<size_t>(delta)] + b0 + r - std::max(b0, delta);
+    }
+  }
+  const torch::Tensor index = torch::tensor(grid, torch::kLong).to(p.q_tilde.device());
+  torch::Tensor scores = torch::cat(tiles, 2)
+                             .index_select(2, index)
+                             .view({B, H, n_q, b1, C, C})
+                             .permute({0, 1, 2, 4, 3, 5})
                              .reshape({B, H, n_q * C, b1 * C})
                              .narrow(2, 0, q1 - q0)
                              .narrow(3, 0, q1);

@@ -23,13 +23,15 @@ namespace hybridlab {
 /// The per-chunk quantities of one segment of T new tokens (path_prepare), for H heads (kv heads
 /// already repeated). T is padded to n_chunks·chunk with w = 0 (H_t = I) and zero q, k.
 struct PathChunks {
-  int64_t chunk = 0;      ///< C, tokens per chunk
-  int64_t length = 0;     ///< T, tokens in the segment
-  int64_t n_chunks = 0;   ///< ⌈T / C⌉
-  torch::Tensor w;        ///< [B,H,n_chunks,C,Dh] unit (or zero) directions
-  torch::Tensor t_inv;    ///< [B,H,n_chunks,C,C] lower-triangular T⁻¹ of each chunk
+  int64_t chunk = 0;     ///< C, tokens per chunk
+  int64_t length = 0;    ///< T, tokens in the segment
+  int64_t n_chunks = 0;  ///< ⌈T / C⌉
+  /// [B,H,n_chunks,2C,Dh]: each chunk's keys carried to its end, K̃ (H_{chunk end} ⋯ H_{j+1}
+  /// k_j), then its directions W (unit or zero rows): one matmul scores a query block on K̃ and
+  /// starts carrying it across W.
+  torch::Tensor k_tilde_w;
+  torch::Tensor u;  ///< [B,H,n_chunks,C,Dh] T⁻¹ W: qᵀ ∏H = q − (q Wᵀ) U over a whole chunk
   torch::Tensor q_tilde;  ///< [B,H,n_chunks,C,Dh] q_iᵀ H_i ⋯ H_{chunk start}
-  torch::Tensor k_tilde;  ///< [B,H,n_chunks,C,Dh] H_{chunk end} ⋯ H_{j+1} k_j
   torch::Tensor intra;    ///< [B,H,n_chunks,C,C] intra-chunk logits, zero above the diagonal
 };
 
