@@ -23,6 +23,8 @@
 // BM_PathCost/T: the attention layer's training step with PaTH (NoPE) against RoPE attention, each
 //   on the path kAuto picks (PaTH: the dense path), in interleaved rounds (best call of each), the
 //   ratio path_over_rope and the heap bytes PaTH's graph holds after its forward (path_graph_MiB).
+// BM_PathRecompute/T: PaTH's training step with the dense query blocks kept for the backward
+//   against recomputed in it (layers/recompute.h), time and graph heap bytes of each.
 // BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
 //   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
 //   the mixer).
@@ -254,6 +256,29 @@ void BM_PathCost(benchmark::State& state) {
   state.counters["path_graph_MiB"] = graph_mib;
 }
 
+// PaTH's dense query blocks kept for the backward (AttendPath::kDense) against recomputed there
+// (AttendPath::kTiled, the recompute path).
+void BM_PathRecompute(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  torch::manual_seed(0);
+  std::shared_ptr<Attention> layers[2] = {layer_with("nope", false, T, true),
+                                          layer_with("nope", false, T, true)};
+  layers[0]->set_attend_path(AttendPath::kDense);
+  layers[1]->set_attend_path(AttendPath::kTiled);
+  double best[2] = {1e30, 1e30}, graph_mib = 0, kept_mib = 0;
+  std::shared_ptr<Attention> swapped[2] = {layers[1], layers[0]};
+  for (auto _ : state) {
+    best_layer_steps(layers, T, best, graph_mib);
+    double unused[2] = {1e30, 1e30};
+    best_layer_steps(swapped, T, unused, kept_mib);  // the kept blocks' graph, measured alike
+  }
+  state.counters["kept_ms"] = best[0];
+  state.counters["recomputed_ms"] = best[1];
+  state.counters["recomputed_over_kept"] = best[1] / best[0];
+  state.counters["kept_graph_MiB"] = kept_mib;
+  state.counters["recomputed_graph_MiB"] = graph_mib;
+}
+
 // The short causal convolution on q, k, v (AttentionOptions::use_short_conv) at the quickstart's
 // size: d_model 64, 4 heads of 16, batch 32 × T. Forward + backward with and without it, of the
 // attention layer alone and of a one-layer model's training step (embedding, the pre-norm block
@@ -335,6 +360,7 @@ BENCHMARK(BM_DenseRowCost)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PathCost)->Arg(512)->Arg(2048)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PathRecompute)->Arg(2048)->Arg(4096)->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_ShortConvCost)->Arg(64)->Arg(128)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttendTrainTime)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2}})

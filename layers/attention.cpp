@@ -14,6 +14,7 @@
 #include "layers/linear_cpu.h"
 #include "layers/path_attention.h"
 #include "layers/position_hooks.h"
+#include "layers/recompute.h"
 #include "layers/stick_breaking.h"
 
 namespace hybridlab {
@@ -261,6 +262,68 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const 
   return false;
 }
 
+// The tensors one query block of the dense path reads (undefined where absent), and where the
+// block sits.
+struct DenseBlockInputs {
+  torch::Tensor qb, kb, vb;                      // [B,H,bq,Dh], [B,H,bk,Dh] (kv heads repeated)
+  torch::Tensor separable_query, separable_key;  // [B,H,bq], [B,H,bk]
+  PathChunks path;                               // the segment's PaTH chunks (the whole segment)
+  torch::Tensor path_cached;                     // PaTH's transformed cached keys [B,H,Tc,Dh]
+
+  // The defined tensors in a fixed order, and back (recompute_in_backward's flat inputs).
+  std::vector<torch::Tensor> flat() const {
+    std::vector<torch::Tensor> v;
+    for (const torch::Tensor* t : fields()) {
+      if (t->defined()) v.push_back(*t);
+    }
+    return v;
+  }
+  DenseBlockInputs with(const std::vector<torch::Tensor>& v) const {
+    DenseBlockInputs r = *this;
+    size_t i = 0;
+    for (torch::Tensor* t : r.fields()) {
+      if (t->defined()) *t = v.at(i++);
+    }
+    return r;
+  }
+  std::vector<const torch::Tensor*> fields() const {
+    return {&qb,
+            &kb,
+            &vb,
+            &separable_query,
+            &separable_key,
+            &path.q_tilde,
+            &path.k_tilde_w,
+            &path.u,
+            &path.intra,
+            &path_cached};
+  }
+  std::vector<torch::Tensor*> fields() {
+    return {&qb,
+            &kb,
+            &vb,
+            &separable_query,
+            &separable_key,
+            &path.q_tilde,
+            &path.k_tilde_w,
+            &path.u,
+            &path.intra,
+            &path_cached};
+  }
+};
+
+struct DenseBlockGeometry {
+  int64_t q0, q1, k_begin, k_end;  // the block's queries and the keys it may see
+  torch::Tensor qpb, kpb, visible;
+};
+
+bool Attention::use_recompute(const torch::Tensor& q) const {
+  if (probe_ || attend_path_ == AttendPath::kDense || !torch::GradMode::is_enabled()) return false;
+  if (q.scalar_type() != torch::kFloat && q.scalar_type() != torch::kDouble) return false;
+  if (attend_path_ == AttendPath::kTiled) return true;
+  return q.device().is_cpu() && q.size(2) >= kRecomputeMinQueries;
+}
+
 torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_in,
                                 const torch::Tensor& v_in, const torch::Tensor& q_pos,
                                 const torch::Tensor& k_pos, int64_t block_size, bool allow_fused,
@@ -332,6 +395,7 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
   }
   // PaTH scans whole chunks of queries.
   if (path.defined()) step = (step + path_chunks.chunk - 1) / path_chunks.chunk * path_chunks.chunk;
+  const bool recompute = use_recompute(q);
   std::vector<torch::Tensor> outs;
   for (int64_t q0 = 0; q0 < Tq; q0 += step) {
     const int64_t q1 = std::min(Tq, q0 + step);
@@ -360,18 +424,55 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
     (void)allow_fused;
     (void)need_scores;
 #endif
-    torch::Tensor separable_tile;  // query_i + key_j, added as the tiled path does (one sum)
+    DenseBlockInputs in;
+    in.qb = qb;
+    in.kb = kb;
+    in.vb = vb;
     if (separable.defined()) {
-      separable_tile = separable.query.narrow(2, q0, q1 - q0).unsqueeze(-1) +
-                       separable.key.narrow(2, k_begin, k_end - k_begin).unsqueeze(-2);
+      in.separable_query = separable.query.narrow(2, q0, q1 - q0);
+      in.separable_key = separable.key.narrow(2, k_begin, k_end - k_begin);
     }
-    torch::Tensor raw;
     if (path.defined()) {
-      raw = path_block_scores(path_chunks, path_cached, q0, q1).narrow(3, k_begin, k_end - k_begin);
+      in.path = path_chunks;
+      in.path_cached = path_cached;
     }
-    outs.push_back(reference_block(qb, kb, vb, qpb, kpb, visible, separable_tile, raw));
+    const DenseBlockGeometry geometry{q0, q1, k_begin, k_end, qpb, kpb, visible};
+    outs.push_back(recompute ? recomputed_block(geometry, in) : dense_block(geometry, in));
   }
   return outs.size() == 1 ? outs[0] : torch::cat(outs, 2);
+}
+
+torch::Tensor Attention::dense_block(const DenseBlockGeometry& g, const DenseBlockInputs& in) {
+  torch::Tensor separable_tile;  // query_i + key_j, added as the tiled path does (one sum)
+  if (in.separable_query.defined()) {
+    separable_tile = in.separable_query.unsqueeze(-1) + in.separable_key.unsqueeze(-2);
+  }
+  torch::Tensor raw;
+  if (in.path.q_tilde.defined()) {
+    raw = path_block_scores(in.path, in.path_cached, g.q0, g.q1)
+              .narrow(3, g.k_begin, g.k_end - g.k_begin);
+  }
+  return reference_block(in.qb, in.kb, in.vb, g.qpb, g.kpb, g.visible, separable_tile, raw);
+}
+
+torch::Tensor Attention::recomputed_block(const DenseBlockGeometry& g, const DenseBlockInputs& in) {
+  // The scheme's parameters the hooks read reach their gradients through the recomputation.
+  std::vector<torch::Tensor> params;
+  if (active_hooks() & (kHookLogitBias | kHookRelative | kHookContentBias)) {
+    for (const torch::Tensor& p : scheme_->parameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+  }
+  // The lambda keeps the layout (which tensors are present) and the geometry, not the tensors.
+  DenseBlockInputs layout = in;
+  for (torch::Tensor* t : layout.fields()) {
+    if (t->defined()) *t = torch::empty({0});
+  }
+  return recompute_in_backward(
+      [this, g, layout](const std::vector<torch::Tensor>& v) {
+        return dense_block(g, layout.with(v));
+      },
+      in.flat(), params);
 }
 
 torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::Tensor& kb,

@@ -117,6 +117,9 @@ struct AttentionCache : MixerCache {
   int64_t nbytes() const override;
 };
 
+struct DenseBlockInputs;
+struct DenseBlockGeometry;
+
 class Attention : public Mixer {
  public:
   /// scheme: the positional scheme (never null; NoPE is a scheme). register_scheme: register it as
@@ -188,6 +191,10 @@ class Attention : public Mixer {
   /// (layers/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
   /// heads of 64, tiled/dense time 1.21 at 512, 1.60 at 2048, 0.50 at 4096.
   static constexpr int64_t kTiledMinQueriesStickBreaking = 4096;
+  /// Query length from which kAuto trains the variants that have no tiled path (PaTH, a
+  /// content_bias hook, stick-breaking with a bias) by recomputing each query block's scores in
+  /// the backward instead of keeping them: O(T·Dh) memory per head plus one block's scores.
+  static constexpr int64_t kRecomputeMinQueries = 4096;
   /// Without autograd, the dense path's query blocks keep their scores under this many bytes.
   static constexpr int64_t kEvalScoreBlockBytes = int64_t{8} << 20;
 
@@ -225,6 +232,15 @@ class Attention : public Mixer {
   /// + logit bias + `separable_tile` [B,H,bq,bk] (or undefined), masked by `visible`, softmax (the
   /// probe sees it), times vb (+ relative values). qb [B,H,bq,Dh], kb and vb [B,H,bk,Dh] (kv
   /// heads already repeated). Returns [B,H,bq,Dh] in qb's dtype.
+  /// One query block of the dense path from its tensors (`in`, undefined where absent) and its
+  /// place `g`: the separable tile, PaTH's raw scores and reference_block.
+  torch::Tensor dense_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
+  /// dense_block through recompute_in_backward (layers/recompute.h): its scores are not kept for
+  /// the backward but computed again there.
+  torch::Tensor recomputed_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
+  /// Whether attend()'s dense path recomputes its blocks in the backward: in training, fp32 or
+  /// fp64, no probe, and AttendPath::kTiled, or kAuto on the CPU from kRecomputeMinQueries queries.
+  bool use_recompute(const torch::Tensor& q) const;
   torch::Tensor reference_block(const torch::Tensor& qb, const torch::Tensor& kb,
                                 const torch::Tensor& vb, const torch::Tensor& qpb,
                                 const torch::Tensor& kpb, const torch::Tensor& visible,

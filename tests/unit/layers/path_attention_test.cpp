@@ -271,6 +271,44 @@ TEST_CASE("PaTH layer: parameter gradients match finite differences", "[attentio
   }
 }
 
+TEST_CASE("PaTH layer: recomputing blocks in the backward == keeping them (values, gradients)",
+          "[attention][path]") {
+  // T5's learned bias (parameters read by a hook) and FoX's data bias (separable terms) on top.
+  const std::string scheme = GENERATE(std::string("nope"), std::string("t5"), std::string("fox"));
+  CAPTURE(scheme);
+  AttentionOptions o = path_options(4, 2, 0, 4);
+  const auto make = [&] {
+    torch::manual_seed(23);
+    auto att = std::make_shared<Attention>(
+        o, 32, test::make_scheme(scheme, "{}", test::attention_context(4, 2, 8)), true);
+    att->to(torch::kDouble);
+    return att;
+  };
+  auto kept = make(), recomputed = make();
+  kept->set_attend_path(AttendPath::kDense);
+  recomputed->set_attend_path(AttendPath::kTiled);  // PaTH has no tiles: it recomputes
+  torch::manual_seed(29);
+  const torch::Tensor x0 = torch::randn({2, 15, 32}, torch::kDouble);
+  const torch::Tensor weight = torch::randn({2, 15, 32}, torch::kDouble);
+  torch::Tensor grads[2];
+  torch::Tensor outs[2];
+  Attention* layers[2] = {kept.get(), recomputed.get()};
+  for (int i = 0; i < 2; ++i) {
+    torch::Tensor x = x0.clone().requires_grad_();
+    outs[i] = layers[i]->forward(x, torch::arange(15), nullptr);
+    (outs[i] * weight).sum().backward();
+    grads[i] = x.grad();
+  }
+  REQUIRE_TENSORS_CLOSE(outs[1], outs[0], 1e-12);
+  REQUIRE_TENSORS_CLOSE(grads[1], grads[0], 1e-12);
+  const auto kept_params = kept->named_parameters();
+  for (const auto& p : recomputed->named_parameters()) {
+    CAPTURE(p.key());
+    REQUIRE(p.value().grad().defined());
+    REQUIRE_TENSORS_CLOSE(p.value().grad(), kept_params[p.key()].grad(), 1e-12);
+  }
+}
+
 TEST_CASE("PaTH config: path is read; refused bidirectional, with a rotation or a bad chunk",
           "[attention][path][config]") {
   const std::string head = "model:\n  d_model: 16\n  layers: A\n  attention:\n";
