@@ -207,17 +207,24 @@ void best_layer_steps(const std::shared_ptr<Attention> (&layers)[2], int64_t T, 
   }
 }
 
+// best_layer_steps over the benchmark's iterations, reported as counters <a>_ms, <b>_ms,
+// <b>_over_<a> and <b>_graph_MiB.
+void compare_layers(benchmark::State& state, const std::shared_ptr<Attention> (&layers)[2],
+                    int64_t T, const std::string& a, const std::string& b) {
+  double best[2] = {1e30, 1e30}, graph_mib = 0;
+  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
+  state.counters[a + "_ms"] = best[0];
+  state.counters[b + "_ms"] = best[1];
+  state.counters[b + "_over_" + a] = best[1] / best[0];
+  state.counters[b + "_graph_MiB"] = graph_mib;
+}
+
 void BM_DataBiasCost(benchmark::State& state) {
   const int64_t T = state.range(0);
   torch::manual_seed(0);
   std::shared_ptr<Attention> layers[2] = {layer_with("alibi"), layer_with("fox")};
   for (auto& layer : layers) layer->set_attend_path(AttendPath::kTiled);
-  double best[2] = {1e30, 1e30}, graph_mib = 0;
-  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
-  state.counters["alibi_ms"] = best[0];
-  state.counters["fox_ms"] = best[1];
-  state.counters["fox_over_alibi"] = best[1] / best[0];
-  state.counters["fox_graph_MiB"] = graph_mib;
+  compare_layers(state, layers, T, "alibi", "fox");
 }
 
 // Attention whose rows must be complete (dense path only) against softmax NoPE attention on the
@@ -234,12 +241,7 @@ void BM_DenseRowCost(benchmark::State& state) {
     for (auto& p : layers[1]->scheme()->parameters()) p.normal_();
   }
   state.SetLabel(cope ? "cope" : "stick_breaking");
-  double best[2] = {1e30, 1e30}, graph_mib = 0;
-  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
-  state.counters["softmax_ms"] = best[0];
-  state.counters["variant_ms"] = best[1];
-  state.counters["variant_over_softmax"] = best[1] / best[0];
-  state.counters["variant_graph_MiB"] = graph_mib;
+  compare_layers(state, layers, T, "softmax", "variant");
 }
 
 // PaTH attention (NoPE, its transforms learned from the layer input) against RoPE attention on the
@@ -248,12 +250,7 @@ void BM_PathCost(benchmark::State& state) {
   const int64_t T = state.range(0);
   torch::manual_seed(0);
   std::shared_ptr<Attention> layers[2] = {layer_with("rope"), layer_with("nope", false, T, true)};
-  double best[2] = {1e30, 1e30}, graph_mib = 0;
-  for (auto _ : state) best_layer_steps(layers, T, best, graph_mib);
-  state.counters["rope_ms"] = best[0];
-  state.counters["path_ms"] = best[1];
-  state.counters["path_over_rope"] = best[1] / best[0];
-  state.counters["path_graph_MiB"] = graph_mib;
+  compare_layers(state, layers, T, "rope", "path");
 }
 
 // PaTH's dense query blocks kept for the backward (AttendPath::kDense) against recomputed there

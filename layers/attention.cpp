@@ -286,29 +286,22 @@ struct DenseBlockInputs {
     }
     return r;
   }
-  std::vector<const torch::Tensor*> fields() const {
-    return {&qb,
-            &kb,
-            &vb,
-            &separable_query,
-            &separable_key,
-            &path.q_tilde,
-            &path.k_tilde_w,
-            &path.u,
-            &path.intra,
-            &path_cached};
-  }
-  std::vector<torch::Tensor*> fields() {
-    return {&qb,
-            &kb,
-            &vb,
-            &separable_query,
-            &separable_key,
-            &path.q_tilde,
-            &path.k_tilde_w,
-            &path.u,
-            &path.intra,
-            &path_cached};
+  std::vector<const torch::Tensor*> fields() const { return fields_of(*this); }
+  std::vector<torch::Tensor*> fields() { return fields_of(*this); }
+
+ private:
+  template <typename Self>
+  static auto fields_of(Self& s) -> std::vector<decltype(&s.qb)> {
+    return {&s.qb,
+            &s.kb,
+            &s.vb,
+            &s.separable_query,
+            &s.separable_key,
+            &s.path.q_tilde,
+            &s.path.k_tilde_w,
+            &s.path.u,
+            &s.path.intra,
+            &s.path_cached};
   }
 };
 
