@@ -233,10 +233,13 @@ TEST_CASE(
   auto host = hybridlab::test::test_host();
   const auto records = hybridlab::test::discovered_schemes(*host);
   REQUIRE(!records.empty());
+  // Each scheme also under PaTH attention where it combines with it (causal, no rotation).
+  const bool path = GENERATE(false, true);
   for (const auto& record : records) {
     const std::string& name = record.name;
     for (bool causal : {true, false}) {
-      CAPTURE(name, causal);
+      CAPTURE(name, causal, path);
+      if (path && !causal) continue;
       PositionContext ctx;
       ctx.d_model = 32;
       ctx.n_heads = 4;
@@ -256,14 +259,20 @@ TEST_CASE(
         continue;
       }
       if (scheme->hooks() & kHookEmbed) continue;  // input schemes: covered by the model tests
+      if (path && (scheme->hooks() & kHookRotate)) continue;
+      const auto with_path = [&](AttentionOptions o) {
+        o.path = path;
+        o.path_chunk_size = 4;  // several chunks and query blocks in 21 tokens
+        return o;
+      };
       torch::manual_seed(14);
-      Attention att(opts(4, 2, 0, causal, 8), 32, scheme, true);
+      Attention att(with_path(opts(4, 2, 0, causal, 8)), 32, scheme, true);
       const torch::Tensor x = torch::randn({2, 21, 32});
       const torch::Tensor pos = torch::arange(21);
       const torch::Tensor whole = att.forward(x, pos, nullptr);
       REQUIRE(torch::isfinite(whole).all().item<bool>());
       // Blocked == plain for this scheme.
-      AttentionOptions big = opts(4, 2, 0, causal, 4096);
+      AttentionOptions big = with_path(opts(4, 2, 0, causal, 4096));
       Attention plain(big, 32, scheme, false);
       {
         torch::NoGradGuard ng;
