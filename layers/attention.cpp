@@ -205,10 +205,15 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
     const int64_t window = active_window();
     const int64_t keep = window > 0 ? std::min<int64_t>(window, k.size(2)) : k.size(2);
     // PaTH decodes with keys carried through every later transform (§3.3).
-    const torch::Tensor stored =
-        path.defined() ? path_transform_keys(cache->k, k_new, path.w.to(k.scalar_type()),
-                                             path.beta.to(k.scalar_type()), opts_.path_chunk_size)
-                       : k;
+    // The transforms run in fp32 at least (as attend() computes PaTH's scores), stored as k.
+    torch::Tensor stored = k;
+    if (path.defined()) {
+      const auto wide = k.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+      const auto as_wide = [&](const torch::Tensor& t) { return t.defined() ? t.to(wide) : t; };
+      stored = path_transform_keys(as_wide(cache->k), as_wide(k_new), as_wide(path.w),
+                                   as_wide(path.beta), opts_.path_chunk_size)
+                   .to(k.scalar_type());
+    }
     cache->k = stored.narrow(2, stored.size(2) - keep, keep);
     cache->v = v.narrow(2, v.size(2) - keep, keep);
     cache->positions = k_pos.narrow(0, k_pos.size(0) - keep, keep);
