@@ -54,6 +54,16 @@ void check_segment(const torch::Tensor& k, const torch::Tensor& w, const torch::
               who, ": k, w and beta must share one floating dtype");
 }
 
+// Whether k_cached holds keys; throws c10::Error unless it is undefined, empty or [B,H,Tc,D].
+bool has_cached_keys(const torch::Tensor& k_cached, int64_t B, int64_t H, int64_t D,
+                     const char* who) {
+  if (!k_cached.defined() || (k_cached.dim() == 4 && k_cached.size(2) == 0)) return false;
+  TORCH_CHECK(k_cached.dim() == 4 && k_cached.size(0) == B && k_cached.size(1) == H &&
+                  k_cached.size(3) == D,
+              who, ": k_cached must be [", B, ",", H, ",Tc,", D, "], got ", k_cached.sizes());
+  return true;
+}
+
 }  // namespace
 
 PathChunks path_prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
@@ -88,13 +98,7 @@ torch::Tensor path_block_scores(const PathChunks& p, const torch::Tensor& k_cach
               "path_block_scores: need 0 <= q0 < q1 <= ", p.length, " with q0 a multiple of ", C,
               ", got ", q0, " and ", q1);
   const int64_t B = p.q_tilde.size(0), H = p.q_tilde.size(1), D = p.q_tilde.size(-1);
-  const bool cached = k_cached.defined() && k_cached.size(2) > 0;
-  if (cached) {
-    TORCH_CHECK(k_cached.dim() == 4 && k_cached.size(0) == B && k_cached.size(1) == H &&
-                    k_cached.size(3) == D,
-                "path_block_scores: k_cached must be [", B, ",", H, ",Tc,", D, "], got ",
-                k_cached.sizes());
-  }
+  const bool cached = has_cached_keys(k_cached, B, H, D, "path_block_scores");
   const int64_t b0 = q0 / C, b1 = (q1 + C - 1) / C, n_q = b1 - b0;
   // Tiles [B,H,pair,C,C], gathered at the end into the [query chunk, key chunk] grid: tile
   // (b, b − δ) comes from step δ (δ = 0: the chunk's own intra tile), upper tiles from a zero one.
@@ -149,13 +153,7 @@ torch::Tensor path_transform_keys(const torch::Tensor& k_cached, const torch::Te
   check_segment(k, w, beta, "path_transform_keys");
   TORCH_CHECK(chunk >= 1, "path_transform_keys: chunk must be >= 1");
   const int64_t B = k.size(0), H = k.size(1), T = k.size(2), D = k.size(3);
-  const bool cached = k_cached.defined() && k_cached.size(2) > 0;
-  if (cached) {
-    TORCH_CHECK(k_cached.dim() == 4 && k_cached.size(0) == B && k_cached.size(1) == H &&
-                    k_cached.size(3) == D,
-                "path_transform_keys: k_cached must be [", B, ",", H, ",Tc,", D, "], got ",
-                k_cached.sizes());
-  }
+  const bool cached = has_cached_keys(k_cached, B, H, D, "path_transform_keys");
   if (T == 0) return cached ? k_cached : k;
   const int64_t C = std::clamp<int64_t>(chunk, 1, T), n_chunks = (T + C - 1) / C;
   const torch::Tensor W = to_chunks(w, C, n_chunks);
