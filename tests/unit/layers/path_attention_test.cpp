@@ -229,7 +229,7 @@ TEST_CASE("PaTH layer: decoding token by token and in pieces == the whole sequen
   REQUIRE_TENSORS_CLOSE(torch::cat({first, rest}, 1), whole, 1e-12);
 }
 
-TEST_CASE("PaTH layer: zero transforms give plain attention; others do not", "[attention][path]") {
+TEST_CASE("PaTH layer: zero transforms give plain attention, others do not", "[attention][path]") {
   torch::manual_seed(17);
   Attention path(path_options(2, 2), 16, std::make_shared<NoScheme>(), true);
   AttentionOptions plain_opts = path_options(2, 2);
@@ -309,7 +309,7 @@ TEST_CASE("PaTH layer: recomputing blocks in the backward == keeping them (value
   }
 }
 
-TEST_CASE("PaTH config: path is read; refused bidirectional, with a rotation or a bad chunk",
+TEST_CASE("PaTH config: path is read, refused bidirectional or with a bad chunk",
           "[attention][path][config]") {
   const std::string head = "model:\n  d_model: 16\n  layers: A\n  attention:\n";
   CHECK(test::model_options_error(head + "    path: true\n") == "");
