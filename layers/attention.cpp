@@ -234,9 +234,9 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
 }
 
 bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          const SeparableBias& separable) const {
+                          const SeparableBias& separable, const PathTerms& path) const {
   if (probe_ || attend_path_ == AttendPath::kDense) return false;  // a probe needs the weights
-  if (opts_.path && !ablation_.no_position) return false;  // PaTH's scores are dense-path only
+  if (path.defined()) return false;  // PaTH's scores are dense-path only
   // A content bias (CoPE) needs each query's whole row at once.
   if (active_hooks() & kHookContentBias) return false;
   // The stick-breaking tiles take q, k and v alone (a rotation is applied before): no bias.
@@ -338,7 +338,7 @@ torch::Tensor Attention::attend(const torch::Tensor& q, const torch::Tensor& k_i
             separable.key.dim() == 3 && separable.key.size(2) == Tk,
         "Attention::attend: separable bias terms must be [B,H,", Tq, "] and [B,H,", Tk, "]");
   }
-  if (use_tiled(q, k_in, v_in, separable)) {
+  if (use_tiled(q, k_in, v_in, separable, path)) {
     if (opts_.normalization == AttentionNormalization::kStickBreaking) {
       StickBreakingTiles t;
       t.window = active_window();

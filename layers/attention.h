@@ -214,7 +214,7 @@ class Attention : public Mixer {
   AttendPath attend_path_ = AttendPath::kAuto;
   /// Whether attend() takes the tiled path for these inputs (see attend()).
   bool use_tiled(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                 const SeparableBias& separable) const;
+                 const SeparableBias& separable, const PathTerms& path) const;
   /// The positional hooks and the window in effect (the trained ones unless ablated).
   uint32_t active_hooks() const { return ablation_.no_position ? 0u : hooks_; }
   int64_t active_window() const;
