@@ -6,8 +6,8 @@
 //   build/bin/bench_train_step            (counters: tokens_per_s, outside_share)
 //
 // BM_TrainStepS and BM_TrainStepM train two fixed models on synthetic text through the same
-// trainer, once with the fused CPU kernels and once with `fused_kernels: false` in the model and
-// in its Gated DeltaNet layers (the LibTorch tensor forms), in interleaved rounds keeping each
+// trainer, once with the fused CPU kernels and once with `model.fused_kernels: false` (every
+// layer in its LibTorch tensor forms), in interleaved rounds keeping each
 // side's best run:
 //   S: d_model 64, GGGA, 2 heads (RoPE), Gated DeltaNet head_dim 32 expand_v 1, SwiGLU 192,
 //      batch 8 × 128
@@ -147,10 +147,7 @@ double steady_tokens_per_s(const fs::path& run_dir) {
 std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::path& corpus,
                                      int round, int threads = 1) {
   std::string model = c.model;  // the unfused run: every layer in its reference form
-  if (!fused) {
-    model.insert(model.rfind("chunk_size"), "fused_kernels: false, ");
-    model.insert(1, "fused_kernels: false, ");
-  }
+  if (!fused) model.insert(1, "fused_kernels: false, ");
   const std::string yaml = "model: " + model +
                            "\ntask: {name: text, seq_len: " + std::to_string(c.seq_len) +
                            ", path: '" + corpus.string() +

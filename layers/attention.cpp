@@ -110,9 +110,10 @@ PathTerms Attention::path_terms(const torch::Tensor& x, AttentionCache* cache) {
   const int64_t B = x.size(0), T = x.size(1);
   torch::Tensor w = w_proj->forward(x);  // [B,T,Hkv*Dh]
   if (opts_.path_w_shortconv)
-    w = short_conv_with_tail(w, w_conv1d, cache ? &cache->conv_w : nullptr, /*fused=*/true);
+    w = short_conv_with_tail(w, w_conv1d, cache ? &cache->conv_w : nullptr, opts_.fused_kernels);
   PathTerms t;
-  t.w = l2_normalize(w.view({B, T, n_kv_heads_, head_dim_}), 1e-6, /*fused=*/true).transpose(1, 2);
+  t.w = l2_normalize(w.view({B, T, n_kv_heads_, head_dim_}), 1e-6, opts_.fused_kernels)
+            .transpose(1, 2);
   t.beta = 2.0 * torch::sigmoid(bt_proj(x)).transpose(1, 2);  // [B,Hkv,T], in (0, 2)
   return t;
 }
@@ -120,7 +121,7 @@ PathTerms Attention::path_terms(const torch::Tensor& x, AttentionCache* cache) {
 void Attention::convolve(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v,
                          AttentionCache* cache) {
   if (!opts_.use_short_conv) return;
-  const bool fused = true;  // the fused CPU taps are tested equal to the reference taps
+  const bool fused = opts_.fused_kernels;
   q = short_conv_with_tail(q, q_conv, cache ? &cache->conv_q : nullptr, fused);
   k = short_conv_with_tail(k, k_conv, cache ? &cache->conv_k : nullptr, fused);
   v = short_conv_with_tail(v, v_conv, cache ? &cache->conv_v : nullptr, fused);
@@ -226,9 +227,9 @@ torch::Tensor Attention::forward(const torch::Tensor& x, const torch::Tensor& po
   if (active_hooks() & kHookRotate)
     std::tie(q, k) = checked_rotate(*scheme_, q, k, positions, k_pos);
 
-  torch::Tensor o =
-      attend(q, k, v, positions, k_pos, opts_.block_size, true, separable, path);  // [B,H,T,Dh]
-  o = o.transpose(1, 2);                                                           // [B,T,H,Dh]
+  torch::Tensor o = attend(q, k, v, positions, k_pos, opts_.block_size, opts_.fused_kernels,
+                           separable, path);  // [B,H,T,Dh]
+  o = o.transpose(1, 2);                      // [B,T,H,Dh]
   if (opts_.output_gate) o = o * torch::sigmoid(gate);
   return o_proj(o.reshape({B, T, n_heads_ * head_dim_}));
 }
@@ -249,6 +250,7 @@ bool Attention::use_tiled(const torch::Tensor& q, const torch::Tensor& k, const 
     return false;
   }
   if (attend_path_ == AttendPath::kTiled) return true;
+  if (!opts_.fused_kernels) return false;  // the reference run: the dense matmul-softmax path
   // The crossover was measured on the CPU; other devices keep their fused kernels.
   const int64_t min_queries = stick                              ? kTiledMinQueriesStickBreaking
                               : (active_hooks() & kHookRelative) ? kTiledMinQueriesRelative

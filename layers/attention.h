@@ -78,6 +78,11 @@ struct AttentionOptions {
   bool path = false;
   bool path_w_shortconv = true;  ///< the short convolution on w (fla `use_w_shortconv`)
   int64_t path_chunk_size = 64;  ///< tokens per UT chunk of the score computation (>= 1)
+  /// The fused CPU short-convolution taps and L2 norm, SDPA per block (LibTorch 2.x) and the tiled
+  /// kernels under AttendPath::kAuto, each tested equal to its reference; false runs the LibTorch
+  /// tensor forms and the dense matmul-softmax path, the reference run. Set from
+  /// model.fused_kernels when the model is built (not a key of `model.attention`).
+  bool fused_kernels = true;
 };
 
 /// n_kv_heads and head_dim with the automatic values filled in.

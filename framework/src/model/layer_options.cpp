@@ -68,8 +68,9 @@ namespace {
 constexpr double kMaxValueDim = 1099511627776.0;  // 2^40: far past any memory
 }  // namespace
 
-GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
+GatedDeltaNetOptions read_gated_deltanet_options(Section s, const ModelDims& dims,
                                                  const GatedDeltaNetOptions* base) {
+  const int64_t d_model = dims.d_model;
   GatedDeltaNetOptions o = base ? *base : GatedDeltaNetOptions{};
   o.n_heads = s.get<int64_t>("n_heads", o.n_heads);
   o.n_v_heads = s.get<int64_t>("n_v_heads", o.n_v_heads);
@@ -80,7 +81,13 @@ GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
   o.chunk_size = s.get<int64_t>("chunk_size", o.chunk_size);
   o.mode = s.get<std::string>("mode", o.mode);
   o.norm_eps = s.get<double>("norm_eps", o.norm_eps);
-  o.fused_kernels = s.get<bool>("fused_kernels", o.fused_kernels);
+  if (s.has("fused_kernels")) {  // resolved configurations written before carry it
+    const bool own = s.get<bool>("fused_kernels", dims.fused_kernels);
+    s.check(own == dims.fused_kernels, "fused_kernels",
+            "model.fused_kernels switches every fused kernel, Gated DeltaNet's included: set it "
+            "there and remove this key");
+  }
+  o.fused_kernels = dims.fused_kernels;
   o.allow_neg_eigval = s.get<bool>("allow_neg_eigval", o.allow_neg_eigval);
 
   s.check(o.n_heads > 0, "n_heads", "must be > 0");

@@ -9,6 +9,7 @@
 #include "layers/attention.h"
 #include "layers/gated_deltanet.h"
 #include "layers/mlp.h"
+#include "model/mixer.h"
 #include "model/position_spec.h"
 
 namespace hybridlab {
@@ -29,8 +30,10 @@ AttentionMixerOptions read_attention_options(Section s, int64_t d_model,
 
 /// Reads a Gated DeltaNet options map; `base` as for read_attention_options. Records problems:
 /// n_heads <= 0, n_v_heads not a multiple of n_heads, n_heads not dividing d_model (automatic
-/// head_dim), head_dim·expand_v not a whole number, conv_size < 1, chunk_size <= 0, bad mode.
-GatedDeltaNetOptions read_gated_deltanet_options(Section s, int64_t d_model,
+/// head_dim), head_dim·expand_v not a whole number, conv_size < 1, chunk_size <= 0, bad mode, a
+/// `fused_kernels` key other than model.fused_kernels (dims.fused_kernels): the model's key owns
+/// it; configurations resolved before it did carry both, equal, and still load.
+GatedDeltaNetOptions read_gated_deltanet_options(Section s, const ModelDims& dims,
                                                  const GatedDeltaNetOptions* base = nullptr);
 
 /// Reads `model.mlp` (intermediate_size >= 0, multiple_of > 0). Records problems in the config.

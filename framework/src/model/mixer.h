@@ -25,9 +25,10 @@
 
 namespace hybridlab {
 
-/// Model dimensions a mixer's options reader needs for its checks.
+/// Model-wide settings a mixer's options reader needs for its checks.
 struct ModelDims {
   int64_t d_model = 0;
+  bool fused_kernels = true;  ///< model.fused_kernels
 };
 
 /// Positional schemes shared across layers (PositionScheme::shared_across_layers()), keyed by

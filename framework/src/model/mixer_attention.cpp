@@ -11,7 +11,8 @@ namespace {
 
 std::shared_ptr<Mixer> build_attention(const std::any& any_opts, const MixerBuildContext& ctx) {
   const auto& mixer_opts = std::any_cast<const AttentionMixerOptions&>(any_opts);
-  const AttentionOptions& opts = mixer_opts.layer;
+  AttentionOptions opts = mixer_opts.layer;
+  opts.fused_kernels = ctx.fused_kernels;  // model.fused_kernels owns every fused kernel
   PositionContext pc;
   pc.d_model = ctx.d_model;
   pc.n_heads = opts.n_heads;

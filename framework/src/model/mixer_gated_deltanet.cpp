@@ -13,11 +13,12 @@ MixerType gated_deltanet_mixer_type() {
   t.description = "Gated DeltaNet (Yang, Kautz & Hatamizadeh, ICLR 2025)";
   t.read = [](Section s, const ModelDims& dims, const std::any* base) -> std::any {
     return read_gated_deltanet_options(
-        s, dims.d_model, base ? &std::any_cast<const GatedDeltaNetOptions&>(*base) : nullptr);
+        s, dims, base ? &std::any_cast<const GatedDeltaNetOptions&>(*base) : nullptr);
   };
   t.build = [](const std::any& opts, const MixerBuildContext& ctx) -> std::shared_ptr<Mixer> {
-    return std::make_shared<GatedDeltaNet>(std::any_cast<const GatedDeltaNetOptions&>(opts),
-                                           ctx.d_model);
+    GatedDeltaNetOptions o = std::any_cast<const GatedDeltaNetOptions&>(opts);
+    o.fused_kernels = ctx.fused_kernels;  // model.fused_kernels owns every fused kernel
+    return std::make_shared<GatedDeltaNet>(o, ctx.d_model);
   };
   return t;
 }

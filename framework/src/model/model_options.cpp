@@ -173,7 +173,7 @@ std::vector<const MixerType*> read_layer_types(Section& s, MixerLookup& lookup) 
 // layer, and the sections of plugin mixers no layer uses (built once with the model).
 void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, MixerLookup& lookup,
                         ModelOptions& o) {
-  const ModelDims dims{o.d_model};
+  const ModelDims dims{o.d_model, o.fused_kernels};
   std::map<const MixerType*, std::any> base;
   for (const MixerType* type : lookup.registry().types()) {
     const MixerType& t = *type;
@@ -200,7 +200,7 @@ void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, 
 // `model.overrides`: per layer index (negative from the end), that layer's mixer options read
 // over its base options.
 void read_overrides(Section ov, ModelOptions& o) {
-  const ModelDims dims{o.d_model};
+  const ModelDims dims{o.d_model, o.fused_kernels};
   const int64_t n = static_cast<int64_t>(o.layers.size());
   std::map<int64_t, std::string> claimed;  // layer index -> the key that named it first
   for (const std::string& key : ov.keys()) {

@@ -134,11 +134,27 @@ TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]")
   for (const char* v : {"99999999999999999999", "1e13"}) {
     INFO(v);
     Config cfg = Config::parse(std::string("g: {n_heads: 2, expand_v: ") + v + "}\n", "g.yaml");
-    read_gated_deltanet_options(cfg.section("g"), 64, nullptr);
+    read_gated_deltanet_options(cfg.section("g"), ModelDims{64}, nullptr);
     REQUIRE(cfg.errors().size() == 1u);
     CHECK_THAT(cfg.errors()[0], Catch::Contains("g.yaml:1:17: g.expand_v: head_dim * expand_v "
                                                 "must be a whole number from 1 to 2^40"));
   }
+}
+
+TEST_CASE("GDN options: fused_kernels belongs to model.fused_kernels, an equal old key still loads",
+          "[gdn]") {
+  // Configurations resolved before model.fused_kernels owned the key carry both, equal.
+  Config same = Config::parse("g: {n_heads: 2, fused_kernels: false}\n", "g.yaml");
+  const GatedDeltaNetOptions o =
+      read_gated_deltanet_options(same.section("g"), ModelDims{64, false});
+  CHECK(same.errors().empty());
+  CHECK_FALSE(o.fused_kernels);  // the model's value, whatever the default
+  Config differ = Config::parse("g: {n_heads: 2, fused_kernels: false}\n", "g.yaml");
+  read_gated_deltanet_options(differ.section("g"), ModelDims{64, true});
+  REQUIRE(differ.errors().size() == 1u);
+  CHECK_THAT(differ.errors()[0],
+             Catch::Contains("g.yaml:1:17: g.fused_kernels: model.fused_kernels switches every "
+                             "fused kernel"));
 }
 
 TEST_CASE("GDN layer: allow_neg_eigval doubles beta, decoding and recurrent mode still agree",
