@@ -91,13 +91,14 @@ TEST_CASE("analyze cli: knock-outs of a trained GA run, baseline == its results"
   const auto rows = read_csv(run / "analysis" / "knockouts.csv");
   REQUIRE(rows.size() > 1);
   CHECK(rows[0] == std::vector<std::string>{"kind", "layer", "target", "setting", "length",
-                                            "baseline", "value", "damage"});
+                                            "baseline", "value", "damage", "mixer"});
   // The baseline at each length is the run's own result (same examples, same eval path).
   const json results = json::parse(slurp(run / "results.json"));
   std::vector<std::string> seen;
   for (size_t i = 1; i < rows.size(); ++i) {
     const auto& c = rows[i];
-    REQUIRE(c.size() == 8);
+    REQUIRE(c.size() == 9);
+    CHECK(c[8] == (c[1] == "0" ? "gated_deltanet" : "attention"));  // the GA model's layers
     CAPTURE(c[0], c[1], c[4]);
     const double reported = results["eval"][c[4]]["accuracy"].get<double>();
     CHECK(std::stod(c[5]) == Approx(reported).margin(1e-12));

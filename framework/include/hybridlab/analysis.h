@@ -29,6 +29,9 @@ struct KnockoutResult {
   /// How much worse the knock-out is, in metric units: baseline − value when higher is better,
   /// value − baseline else (negative: it helped).
   double damage = 0;
+  /// The knocked-out layer's mixer type name ("attention", "gated_deltanet", a plugin's); ""
+  /// for the input scheme and for every positional hook at once.
+  std::string mixer;
 };
 
 /// Per-head statistics of one layer at one length (docs/analysis.md gives each definition).

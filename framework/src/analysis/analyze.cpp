@@ -228,6 +228,7 @@ void run_knockouts(HybridModel& model, Task& task, const EvalOptions& eval,
       r.kind = k.kind;
       r.layer = k.layer;
       r.target = k.target;
+      r.mixer = k.mixer;
       r.setting = k.setting;
       r.length = L;
       r.baseline = base;

@@ -39,10 +39,19 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
     a.layers.assign(n, LayerAblation{});
     return a;
   };
+  // A knock-out of layer i, named by its label and its mixer type.
+  const auto at_layer = [&](const char* kind, size_t i, int64_t setting) {
+    return Knockout{kind,
+                    static_cast<int64_t>(i),
+                    layer_label(model, i),
+                    setting,
+                    none(),
+                    model.options().layers[i].type->name};
+  };
   std::vector<Knockout> out;
   if (wanted(kinds, "mixer")) {
     for (size_t i = 0; i < n; ++i) {
-      Knockout k{"mixer", static_cast<int64_t>(i), layer_label(model, i), 0, none()};
+      Knockout k = at_layer("mixer", i, 0);
       k.ablation.layers[i].mixer_off = true;
       out.push_back(k);
     }
@@ -52,25 +61,25 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
       const int64_t natural = mixer_of(model, i).state_reset_window();
       if (natural == 0) continue;  // no recurrent state
       const int64_t w = state_window > 0 ? state_window : natural;
-      Knockout k{"state_reset", static_cast<int64_t>(i), layer_label(model, i), w, none()};
+      Knockout k = at_layer("state_reset", i, w);
       k.ablation.layers[i].state_window = w;
       out.push_back(k);
     }
   }
   if (wanted(kinds, "position")) {
-    Knockout all{"position", -2, "all positions", 0, none()};
+    Knockout all{"position", -2, "all positions", 0, none(), ""};
     int64_t sources = 0;
     for (size_t i = 0; i < n; ++i) {
       const PositionScheme* p = mixer_of(model, i).position_scheme();
       if (!p || p->hooks() == kHookNone) continue;
-      Knockout k{"position", static_cast<int64_t>(i), layer_label(model, i), 0, none()};
+      Knockout k = at_layer("position", i, 0);
       k.ablation.layers[i].attention.no_position = true;
       all.ablation.layers[i].attention.no_position = true;
       out.push_back(k);
       ++sources;
     }
     if (model.has_input_position()) {
-      Knockout k{"position", -1, "input (" + model.options().position->scheme + ")", 0, none()};
+      Knockout k{"position", -1, "input (" + model.options().position->scheme + ")", 0, none(), ""};
       k.ablation.no_input_position = true;
       all.ablation.no_input_position = true;
       out.push_back(k);
@@ -82,7 +91,7 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
     for (size_t i = 0; i < n; ++i) {
       if (!mixer_of(model, i).info(1).pairwise) continue;
       for (int64_t w : windows) {
-        Knockout k{"reach", static_cast<int64_t>(i), layer_label(model, i), w, none()};
+        Knockout k = at_layer("reach", i, w);
         k.ablation.layers[i].attention.window = w;
         out.push_back(k);
       }

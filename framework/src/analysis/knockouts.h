@@ -17,6 +17,7 @@ struct Knockout {
   std::string target;
   int64_t setting = 0;  ///< reach window / state_reset segment (tokens), else 0
   ModelAblation ablation;
+  std::string mixer;  ///< as KnockoutResult::mixer
 };
 
 /// Every knock-out of `model` of the given kinds (all when `kinds` is empty), in this order:

@@ -32,6 +32,15 @@ AnalyzeOptions options_of(const json& j) {
   return o;
 }
 
+// Records written before KnockoutResult::mixer existed name the mixer only inside the target
+// label, "layer 3 (attention, rope)": the text up to the first ',' or ')' after the '('.
+std::string mixer_in_label(const KnockoutResult& k) {
+  const size_t open = k.target.find('(');
+  if (k.layer < 0 || open == std::string::npos) return "";
+  const size_t end = k.target.find_first_of(",)", open);
+  return k.target.substr(open + 1, end == std::string::npos ? std::string::npos : end - open - 1);
+}
+
 }  // namespace
 
 namespace analysis {
@@ -46,7 +55,8 @@ std::string write_record(const std::string& dir, const AnalysisResult& res) {
                          {"length", k.length},
                          {"baseline", k.baseline},
                          {"value", k.value},
-                         {"damage", k.damage}});
+                         {"damage", k.damage},
+                         {"mixer", k.mixer}});
   }
   const json j = {{"options", options_json(res.options)},
                   {"task", res.task},
@@ -78,10 +88,13 @@ std::optional<AnalysisResult> read_analysis(const std::string& run_dir) {
     r.train_length = j.value("train_length", int64_t{0});
     r.lengths = j.value("lengths", std::vector<int64_t>{});
     for (const json& k : j.value("knockouts", json::array())) {
-      r.knockouts.push_back({k.value("kind", ""), k.value("layer", int64_t{-1}),
-                             k.value("target", ""), k.value("setting", int64_t{0}),
-                             k.value("length", int64_t{0}), k.value("baseline", 0.0),
-                             k.value("value", 0.0), k.value("damage", 0.0)});
+      KnockoutResult r_k{k.value("kind", ""),           k.value("layer", int64_t{-1}),
+                         k.value("target", ""),         k.value("setting", int64_t{0}),
+                         k.value("length", int64_t{0}), k.value("baseline", 0.0),
+                         k.value("value", 0.0),         k.value("damage", 0.0),
+                         k.value("mixer", "")};
+      if (!k.contains("mixer")) r_k.mixer = mixer_in_label(r_k);
+      r.knockouts.push_back(std::move(r_k));
     }
     r.summary = j.value("summary", "");
     r.seconds = j.value("seconds", 0.0);

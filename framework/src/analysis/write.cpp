@@ -84,12 +84,14 @@ void write_knockout_tables(const AnalysisResult& res, double tolerance,
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : res.knockouts) {
     rows.push_back({k.kind, str(k.layer), k.target, str(k.setting), str(k.length),
-                    format_number(k.baseline), format_number(k.value), format_number(k.damage)});
+                    format_number(k.baseline), format_number(k.value), format_number(k.damage),
+                    k.mixer});
     if (k.kind != "reach") g.damage[k.kind].add(k.target, k.length, k.damage);
   }
-  plot::write_csv(path("knockouts.csv"),
-                  {"kind", "layer", "target", "setting", "length", "baseline", "value", "damage"},
-                  rows);
+  plot::write_csv(
+      path("knockouts.csv"),
+      {"kind", "layer", "target", "setting", "length", "baseline", "value", "damage", "mixer"},
+      rows);
   rows.clear();
   for (const Reach& r : reaches(res, tolerance)) {
     rows.push_back(
@@ -99,11 +101,13 @@ void write_knockout_tables(const AnalysisResult& res, double tolerance,
   plot::write_csv(path("reach.csv"), {"layer", "target", "length", "reach", "whole_context"}, rows);
 }
 
-// heads_attention.csv, heads_gated_deltanet.csv and state_norms.csv.
+// heads_attention.csv, one heads_<mixer>.csv per gated recurrent mixer type
+// (heads_gated_deltanet.csv, heads_kda.csv, ...) and state_norms.csv.
 void write_head_tables(const AnalysisResult& res,
                        const std::function<std::string(const std::string&)>& path,
                        AnalysisGrids& g) {
-  std::vector<std::vector<std::string>> att_rows, gdn_rows, norm_rows;
+  std::vector<std::vector<std::string>> att_rows, norm_rows;
+  std::map<std::string, std::vector<std::vector<std::string>>> gate_rows;  // by mixer type
   for (const HeadStats& h : res.heads) {
     if (h.kind == HeadStatsKind::kAttentionWeights) {
       att_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_distance),
@@ -112,8 +116,9 @@ void write_head_tables(const AnalysisResult& res,
       g.distance.add(fmt::format("layer {} head {}", h.layer, h.head), h.length, h.mean_distance);
       continue;
     }
-    gdn_rows.push_back({str(h.layer), str(h.head), str(h.length), format_number(h.mean_alpha),
-                        format_number(h.memory_length), format_number(h.mean_beta)});
+    gate_rows[h.mixer].push_back({str(h.layer), str(h.head), str(h.length),
+                                  format_number(h.mean_alpha), format_number(h.memory_length),
+                                  format_number(h.mean_beta)});
     for (size_t i = 0; i < h.state_norms.size(); ++i) {
       norm_rows.push_back({str(h.layer), str(h.head), str(h.length), str(h.state_positions[i]),
                            format_number(h.state_norms[i])});
@@ -124,9 +129,10 @@ void write_head_tables(const AnalysisResult& res,
       path("heads_attention.csv"),
       {"layer", "head", "length", "mean_distance", "entropy_nats", "sink_mass", "local_mass_16"},
       att_rows);
-  plot::write_csv(path("heads_gated_deltanet.csv"),
-                  {"layer", "head", "length", "mean_alpha", "memory_length", "mean_beta"},
-                  gdn_rows);
+  for (const auto& [mixer, rows] : gate_rows) {
+    plot::write_csv(path("heads_" + mixer + ".csv"),
+                    {"layer", "head", "length", "mean_alpha", "memory_length", "mean_beta"}, rows);
+  }
   plot::write_csv(path("state_norms.csv"), {"layer", "head", "length", "position", "state_norm"},
                   norm_rows);
 }

@@ -27,9 +27,10 @@ std::vector<Reach> reaches(const AnalysisResult& res, double tolerance);
 /// tolerance (metric units); damages below it are called negligible.
 std::string summarize(const AnalysisResult& res, double tolerance);
 
-/// Writes knockouts.csv, reach.csv, heads_attention.csv, heads_gated_deltanet.csv,
-/// state_norms.csv, summary.md and (when `plots` and gnuplot is installed) the PNGs into `dir`.
-/// Returns the paths written. Throws UserError when the folder cannot be written.
+/// Writes knockouts.csv, reach.csv, heads_attention.csv, heads_<mixer>.csv for each gated
+/// recurrent mixer type (heads_gated_deltanet.csv, ...), state_norms.csv, summary.md and (when
+/// `plots` and gnuplot is installed) the PNGs into `dir`. Returns the paths written. Throws
+/// UserError when the folder cannot be written.
 std::vector<std::string> write_analysis(const std::string& dir, const AnalysisResult& res,
                                         double tolerance, bool plots);
 

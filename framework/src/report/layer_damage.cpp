@@ -16,14 +16,6 @@
 namespace hybridlab::report {
 namespace {
 
-// "layer 3 (attention, rope)" -> "attention".
-std::string mixer_of(const std::string& target) {
-  const size_t open = target.find('(');
-  if (open == std::string::npos) return target;
-  const size_t end = target.find_first_of(",)", open);
-  return target.substr(open + 1, end == std::string::npos ? std::string::npos : end - open - 1);
-}
-
 bool trained_row(const VariantCells& v) {
   for (const auto& [k, val] : v.labels) {
     if (k == "eval" && val != "trained") return false;
@@ -41,7 +33,7 @@ std::string row_name(const VariantCells& v) {
 }
 
 // One variant's knock-outs of one kind: (length, layer) -> damage per analysed seed, and each
-// layer's label ("attention" for a mixer, "attention, rope" for a position knock-out).
+// layer's mixer type name (KnockoutResult::mixer), the prefix of each cell.
 struct VariantDamage {
   const VariantCells* variant = nullptr;
   std::map<std::pair<int64_t, int64_t>, std::vector<double>> damage;
@@ -71,7 +63,7 @@ std::vector<VariantDamage> collect(const std::string& dir, const std::vector<Var
       for (const KnockoutResult& k : a->knockouts) {
         if (k.kind != kind) continue;
         d.damage[{k.length, k.layer}].push_back(k.damage);
-        d.label[k.layer] = k.layer < 0 ? "" : mixer_of(k.target);
+        d.label[k.layer] = k.mixer;
       }
     }
     if (!d.damage.empty()) out.push_back(d);

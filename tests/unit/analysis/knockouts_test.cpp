@@ -36,6 +36,10 @@ TEST_CASE("knock-out plan of a GGA model with RoPE and a sinusoidal input", "[an
                                           "state_reset:1:8", "position:2:0", "position:-1:0",
                                           "position:-2:0", "reach:2:16", "reach:2:64"});
   CHECK(plan[5].target == "layer 2 (attention, rope)");
+  std::vector<std::string> mixers;
+  for (const auto& k : plan) mixers.push_back(k.mixer);
+  const std::string g = "gated_deltanet", a = "attention";
+  CHECK(mixers == std::vector<std::string>{g, g, a, g, g, a, "", "", a, a});
   CHECK(plan[6].target == "input (sinusoidal)");
   // Each ablation touches exactly what it names.
   CHECK(plan[1].ablation.layers[1].mixer_off);

@@ -13,7 +13,16 @@ namespace {
 
 KnockoutResult ko(const std::string& kind, int64_t layer, const std::string& target,
                   int64_t setting, int64_t length, double baseline, double value) {
-  return {kind, layer, target, setting, length, baseline, value, baseline - value};
+  // sample()'s layer 0 is Gated DeltaNet, its layer 1 attention.
+  return {kind,
+          layer,
+          target,
+          setting,
+          length,
+          baseline,
+          value,
+          baseline - value,
+          layer == 0 ? "gated_deltanet" : "attention"};
 }
 
 AnalysisResult sample() {
