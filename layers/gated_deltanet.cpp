@@ -9,13 +9,9 @@
 
 namespace hybridlab {
 
-torch::Tensor GatedDeltaNet::recurrent_state(const MixerCache& cache) const {
-  const auto* c = dynamic_cast<const GatedDeltaNetCache*>(&cache);
-  return c ? c->state : torch::Tensor();
-}
-
 GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& opts, int64_t d_model)
-    : opts_(opts),
+    : RecurrentMixer(opts.chunk_size),
+      opts_(opts),
       d_model_(d_model),
       n_heads_(opts.n_heads),
       n_v_heads_(opts.n_v_heads > 0 ? opts.n_v_heads : opts.n_heads),
@@ -94,7 +90,7 @@ torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x, const torch::Tensor
   const auto gdt = g.scalar_type();
   torch::Tensor beta = torch::sigmoid(proj(b_proj, x).to(gdt)).transpose(1, 2);  // [B,Hv,T]
   if (opts_.allow_neg_eigval) beta = beta * 2;
-  if (probe_) probe_(g, beta);
+  if (probes().gates) probes().gates(g, beta);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
   const bool recurrent = opts_.mode == "recurrent" || (cache && T == 1);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "hybridlab/mixer.h"
+#include "hybridlab/recurrent_mixer.h"
 #include "layers/norm.h"
 
 namespace hybridlab {
@@ -33,7 +34,8 @@ struct GatedDeltaNetOptions {
   double norm_eps = 1e-5;      ///< eps of the gated output RMSNorm (fla, NVlabs)
   /// Fused CPU kernels for the chunked rule (chunk_gated_delta_rule's `fused`, forward and
   /// backward) and the gated output norm in training; false runs the LibTorch tensor form
-  /// everywhere, the reference path.
+  /// everywhere, the reference path. Set from model.fused_kernels when the model is built (not a
+  /// key of `model.gated_deltanet`).
   bool fused_kernels = true;
   /// β = 2·σ(·) ∈ (0, 2) instead of σ(·): the transition α(I − βkkᵀ) then has eigenvalue
   /// α(1 − β) ∈ (−α, α) along k, so the layer can flip a sign per token (parity, modular counting;
@@ -50,7 +52,7 @@ struct GatedDeltaNetCache : MixerCache {
   int64_t nbytes() const override;
 };
 
-class GatedDeltaNet : public Mixer {
+class GatedDeltaNet : public RecurrentMixer<GatedDeltaNetCache> {
  public:
   /// Parameters are initialised as in fla/NVlabs: A_log = log U(0,16) (clamped away from 0),
   /// dt_bias = softplus⁻¹(dt) with dt = exp(U(log 1e-3, log 0.1)) clamped ≥ 1e-4.
@@ -64,14 +66,14 @@ class GatedDeltaNet : public Mixer {
   std::unique_ptr<MixerCache> make_cache() const override;
   MixerInfo info(int64_t length) const override;
 
-  /// Sets (or, with an empty function, removes) the observer of the gates.
-  void set_probe(GateProbe probe) { probe_ = std::move(probe); }
-  /// The chunk length: a state-reset knock-out restarts the state every chunk.
-  int64_t state_reset_window() const override { return opts_.chunk_size; }
-  /// Observes the gates through `probes.gates`.
-  void set_probes(const MixerProbes& probes) override { set_probe(probes.gates); }
-  /// The GatedDeltaNetCache's state [B,Hv,d_k,d_v] (undefined when empty).
-  torch::Tensor recurrent_state(const MixerCache& cache) const override;
+  /// Sets (or, with an empty function, removes) the observer of the gates (set_probes with only
+  /// `gates`). The state-reset window is the chunk length; the recurrent state is the cache's
+  /// state [B,Hv,d_k,d_v] (RecurrentMixer).
+  void set_probe(GateProbe probe) {
+    MixerProbes p;
+    p.gates = std::move(probe);
+    set_probes(p);
+  }
 
   const GatedDeltaNetOptions& options() const { return opts_; }
   int64_t key_dim() const { return head_dim_; }
@@ -85,7 +87,6 @@ class GatedDeltaNet : public Mixer {
 
  private:
   GatedDeltaNetOptions opts_;
-  GateProbe probe_;
   int64_t d_model_, n_heads_, n_v_heads_, head_dim_, v_dim_;
 };
 

@@ -18,6 +18,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/recurrent_mixer.h"
 
 namespace {
 
@@ -47,10 +48,11 @@ struct DeltaNetCache : MixerCache {
   int64_t nbytes() const override { return bytes_of({&conv_q, &conv_k, &conv_v, &state}); }
 };
 
-class DeltaNet : public Mixer {
+class DeltaNet : public hybridlab::RecurrentMixer<DeltaNetCache> {
  public:
   DeltaNet(const DeltaNetOptions& o, int64_t d_model)
-      : o_(o),
+      : RecurrentMixer(o.chunk_size),
+        o_(o),
         d_model_(d_model),
         key_width_(std::llround(d_model * o.expand_k)),
         value_width_(std::llround(d_model * o.expand_v)),
@@ -107,7 +109,7 @@ class DeltaNet : public Mixer {
     torch::Tensor beta = torch::sigmoid(b_proj(x)).transpose(1, 2);  // [B,H,T]
     if (o_.allow_neg_eigval) beta = beta * 2;
     const torch::Tensor g = torch::zeros_like(beta);  // no decay: the plain delta rule
-    if (probes_.gates) probes_.gates(g.to(torch::kFloat), beta.to(torch::kFloat));
+    if (probes().gates) probes().gates(g.to(torch::kFloat), beta.to(torch::kFloat));
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
     const bool recurrent = o_.mode == "recurrent" || (cache && T == 1);
@@ -149,20 +151,12 @@ class DeltaNet : public Mixer {
     return m;
   }
 
-  int64_t state_reset_window() const override { return o_.chunk_size; }
-  void set_probes(const hybridlab::MixerProbes& probes) override { probes_ = probes; }
-  torch::Tensor recurrent_state(const MixerCache& cache) const override {
-    const auto* c = dynamic_cast<const DeltaNetCache*>(&cache);
-    return c ? c->state : torch::Tensor();
-  }
-
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, b_proj{nullptr},
       g_proj{nullptr}, o_proj{nullptr};
   torch::Tensor q_conv, k_conv, v_conv, o_norm_weight;
 
  private:
   DeltaNetOptions o_;
-  hybridlab::MixerProbes probes_;
   int64_t d_model_, key_width_, value_width_, dk_, dv_;
 };
 

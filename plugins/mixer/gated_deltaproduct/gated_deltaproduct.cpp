@@ -27,6 +27,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/recurrent_mixer.h"
 
 namespace {
 
@@ -72,10 +73,12 @@ torch::Tensor spread(const torch::Tensor& x, int64_t n, int64_t at) {
   return torch::cat(parts, 2).view(out);
 }
 
-class GatedDeltaProduct : public Mixer {
+class GatedDeltaProduct : public hybridlab::RecurrentMixer<GatedDeltaProductCache> {
  public:
   GatedDeltaProduct(const GatedDeltaProductOptions& o, int64_t d_model)
-      : o_(o),
+      // A state-reset knock-out restarts the state every chunk of interleaved steps (in tokens).
+      : RecurrentMixer(std::max<int64_t>(1, o.chunk_size / o.num_householder)),
+        o_(o),
         d_model_(d_model),
         nh_(o.num_householder),
         hk_(o.num_heads),
@@ -148,9 +151,9 @@ class GatedDeltaProduct : public Mixer {
     const torch::Tensor g_token = o_.use_forget_gate
                                       ? hybridlab::gated_delta_gate(a_proj(x), A_log, dt_bias)
                                       : torch::zeros({B, T, hv_}, x.options().dtype(ft));
-    if (probes_.gates) {  // per token: the gate and the mean β of its n_h steps
-      probes_.gates(g_token.transpose(1, 2).to(torch::kFloat),
-                    beta.view({B, T, nh_, hv_}).mean(2).transpose(1, 2).to(torch::kFloat));
+    if (probes().gates) {  // per token: the gate and the mean β of its n_h steps
+      probes().gates(g_token.transpose(1, 2).to(torch::kFloat),
+                     beta.view({B, T, nh_, hv_}).mean(2).transpose(1, 2).to(torch::kFloat));
     }
     const torch::Tensor g = spread(g_token, nh_, 0).transpose(1, 2);  // [B,Hv,TN]
     beta = beta.transpose(1, 2);
@@ -199,22 +202,12 @@ class GatedDeltaProduct : public Mixer {
     return m;
   }
 
-  /// A state-reset knock-out restarts the state every chunk of interleaved steps (in tokens).
-  int64_t state_reset_window() const override { return std::max<int64_t>(1, o_.chunk_size / nh_); }
-  /// Observers get, per token, the log decay g [B,Hv,T] and the mean β of its n_h steps.
-  void set_probes(const hybridlab::MixerProbes& probes) override { probes_ = probes; }
-  torch::Tensor recurrent_state(const MixerCache& cache) const override {
-    const auto* c = dynamic_cast<const GatedDeltaProductCache*>(&cache);
-    return c ? c->state : torch::Tensor();
-  }
-
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, a_proj{nullptr},
       b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
   torch::Tensor q_conv, k_conv, v_conv, A_log, dt_bias, o_norm_weight;
 
  private:
   GatedDeltaProductOptions o_;
-  hybridlab::MixerProbes probes_;
   int64_t d_model_, nh_, hk_, hv_, dk_, dv_, kw_, vw_;
 };
 

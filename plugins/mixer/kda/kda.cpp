@@ -21,6 +21,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/recurrent_mixer.h"
 
 namespace {
 
@@ -49,10 +50,11 @@ struct KdaCache : MixerCache {
   int64_t nbytes() const override { return bytes_of({&conv_q, &conv_k, &conv_v, &state}); }
 };
 
-class Kda : public Mixer {
+class Kda : public hybridlab::RecurrentMixer<KdaCache> {
  public:
   Kda(const KdaOptions& o, int64_t d_model)
-      : o_(o),
+      : RecurrentMixer(o.chunk_size),
+        o_(o),
         d_model_(d_model),
         dk_(o.head_dim > 0 ? o.head_dim : d_model / o.num_heads),
         dv_(std::llround(dk_ * o.expand_v)) {
@@ -108,7 +110,8 @@ class Kda : public Mixer {
     const torch::Tensor g = gate(x).view({B, T, H, dk_}).transpose(1, 2);  // [B,H,T,dk]
     torch::Tensor beta = torch::sigmoid(b_proj(x)).transpose(1, 2);        // [B,H,T]
     if (o_.allow_neg_eigval) beta = beta * 2;
-    if (probes_.gates) probes_.gates(g.mean(-1).to(torch::kFloat), beta.to(torch::kFloat));
+    // Observers get the per-channel log decay averaged over each head's channels, and β.
+    if (probes().gates) probes().gates(g.mean(-1).to(torch::kFloat), beta.to(torch::kFloat));
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     const torch::Tensor h0 = cache ? cache->state : torch::Tensor();
     const torch::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
@@ -144,14 +147,6 @@ class Kda : public Mixer {
     return m;
   }
 
-  int64_t state_reset_window() const override { return o_.chunk_size; }
-  /// Observers get the per-channel log decay averaged over each head's channels, and β.
-  void set_probes(const hybridlab::MixerProbes& probes) override { probes_ = probes; }
-  torch::Tensor recurrent_state(const MixerCache& cache) const override {
-    const auto* c = dynamic_cast<const KdaCache*>(&cache);
-    return c ? c->state : torch::Tensor();
-  }
-
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, b_proj{nullptr},
       f_down{nullptr}, f_up{nullptr}, g_down{nullptr}, g_up{nullptr}, o_proj{nullptr};
   torch::Tensor q_conv, k_conv, v_conv, A_log, dt_bias, o_norm_weight;
@@ -169,7 +164,6 @@ class Kda : public Mixer {
   }
 
   KdaOptions o_;
-  hybridlab::MixerProbes probes_;
   int64_t d_model_, dk_, dv_;
 };
 

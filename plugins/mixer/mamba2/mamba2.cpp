@@ -23,6 +23,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/mixer_ops.h"
+#include "hybridlab/recurrent_mixer.h"
 
 namespace {
 
@@ -53,10 +54,11 @@ struct Mamba2Cache : MixerCache {
   int64_t nbytes() const override { return bytes_of({&conv, &ssm}); }
 };
 
-class Mamba2 : public Mixer {
+class Mamba2 : public hybridlab::RecurrentMixer<Mamba2Cache, &Mamba2Cache::ssm> {
  public:
   Mamba2(const Mamba2Options& o, int64_t d_model)
-      : o_(o),
+      : RecurrentMixer(o.chunk_size),
+        o_(o),
         d_model_(d_model),
         d_inner_(std::llround(o.expand * d_model)),
         heads_(d_inner_ / o.headdim),
@@ -110,7 +112,8 @@ class Mamba2 : public Mixer {
     const torch::Tensor a = dt * -A_log.to(ft).exp().view({1, heads_, 1});  // Δ·A ≤ 0
     const torch::Tensor xh = x.transpose(1, 2);                             // [B,H,T,P]
     const torch::Tensor v = xh.to(ft) * dt.unsqueeze(-1);
-    if (probes_.gates) probes_.gates(a.to(torch::kFloat), dt.to(torch::kFloat));
+    // Observers see the gates as (log decay Δ·A, Δ): the decay and the step size.
+    if (probes().gates) probes().gates(a.to(torch::kFloat), dt.to(torch::kFloat));
     const torch::Tensor h0 = cache ? cache->ssm : torch::Tensor();
     const bool recurrent = o_.mode == "recurrent" || (cache && T == 1);
     const hybridlab::GatedDeltaResult r =
@@ -142,14 +145,6 @@ class Mamba2 : public Mixer {
                 " N=" + std::to_string(N) + " G=" + std::to_string(o_.ngroups) +
                 " conv=" + std::to_string(o_.d_conv) + " chunk=" + std::to_string(o_.chunk_size);
     return m;
-  }
-
-  int64_t state_reset_window() const override { return o_.chunk_size; }
-  /// Observers see the gates as (log decay Δ·A, Δ): the decay and the step size.
-  void set_probes(const hybridlab::MixerProbes& probes) override { probes_ = probes; }
-  torch::Tensor recurrent_state(const MixerCache& cache) const override {
-    const auto* c = dynamic_cast<const Mamba2Cache*>(&cache);
-    return c ? c->ssm : torch::Tensor();
   }
 
   torch::nn::Linear in_proj{nullptr}, out_proj{nullptr};
@@ -187,7 +182,6 @@ class Mamba2 : public Mixer {
   }
 
   Mamba2Options o_;
-  hybridlab::MixerProbes probes_;
   int64_t d_model_, d_inner_, heads_, conv_dim_;
 };
 
