@@ -1,6 +1,7 @@
 // `hybridlab plugins list`: the positional-scheme and mixer plugins this installation finds.
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -23,7 +24,7 @@ void add_plugins_command(CLI::App& app) {
   auto* list = plugins->add_subcommand(
       "list",
       "List the plugins found: name, kind (position, or mixer with its pattern letter), version, "
-      "hooks, file and description. Searches "
+      "hooks (a mixer: the keys evaluation variants may change), file and description. Searches "
       "--path folders, then HYBRIDLAB_PLUGIN_PATH, then the installation's plugin folder");
   list->add_option("--path", args->paths, "Extra plugin folder(s) to search first");
   list->add_option("--config", args->config, "Also search `plugins.paths` of this experiment YAML");
@@ -54,8 +55,11 @@ void add_plugins_command(CLI::App& app) {
     if (!records.empty()) std::cout << row("NAME", "KIND", "VERSION", "HOOKS", "DESCRIPTION");
     for (const auto& r : records) {
       const bool mixer = r.kind == kPluginKindMixer;
+      const std::string eval_keys = r.eval_safe_keys.empty()
+                                        ? std::string("-")
+                                        : fmt::format("eval: {}", fmt::join(r.eval_safe_keys, ","));
       std::cout << row(r.name, mixer ? fmt::format("mixer {}", r.letter) : std::string("position"),
-                       r.version, mixer ? std::string("-") : hook_names(r.hooks), r.description);
+                       r.version, mixer ? eval_keys : hook_names(r.hooks), r.description);
       std::cout << row("", "", "", "", r.file);
     }
     // Also when nothing worked: a library that crashed or timed out is named, not hidden.

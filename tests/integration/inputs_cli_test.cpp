@@ -140,6 +140,10 @@ TEST_CASE("eval --variant: values are read as the file reads them", "[integratio
   refused(e + "'a=model.attention.position.rope_scaling={type: ntk, factor: .inf}'",
           "--variant a: model.attention.position.rope_scaling.factor: expected a finite number");
   refused(e + "'a=model.attention.position.rope_thet=5'", "rope_thet");
+  // Which keys may change is the mixers' to say, against the run's own configuration.
+  refused(e + "'a=model.attention.n_heads=4'",
+          "variant 'a': 'model.attention.n_heads' cannot change after training");
+  refused(e + "'a=model.deltanet.d_state=4'", "model.deltanet.chunk_size");
   CHECK(slurp(run / "results.json") == before);
 }
 

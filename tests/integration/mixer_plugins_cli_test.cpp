@@ -45,7 +45,8 @@ void write_experiment(const fs::path& file, const std::string& layers,
 TEST_CASE("mixer plugins cli: plugins list shows deltanet as mixer D", "[cli][mixer]") {
   const auto r = cli("plugins list");
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Contains("KIND") && Contains("mixer D") && Contains("deltanet.so"));
+  CHECK_THAT(r.out, Contains("KIND") && Contains("mixer D") && Contains("deltanet.so") &&
+                        Contains("eval: chunk_size"));
 }
 
 TEST_CASE("mixer plugins cli: a DA model trains, evaluates and is analysed", "[cli][mixer]") {

@@ -93,19 +93,27 @@ struct EvalOptions {
   int64_t batch_rows(int64_t length, int64_t vocab_size) const;
 };
 
-/// Whether `dotted_key` may change at evaluation (an eval variant's key): positional-scheme
-/// settings of the input scheme, of every attention layer or of one layer's override, the
-/// attention window, the Gated DeltaNet chunk size, the task's keys other than `name` and
-/// `mixture` (e.g. MQAR's `num_kv_pairs`: recall of more pairs than trained), `eval.lengths`,
-/// `eval.stride` (sliding-window scoring) and `eval.scoring` (teacher-forced or generated
-/// answers).
+/// Whether `dotted_key` may change at evaluation (an eval variant's key): the input scheme's
+/// settings (`model.position[.KEY]`); a key of a mixer's section that the mixer type declares
+/// (`model.NAME.KEY[...]`: attention's `position` subtree and `window`, Gated DeltaNet's
+/// `chunk_size`, what a mixer plugin's record lists); the same keys in a layer's override
+/// (`model.overrides.N.KEY[...]`, any key some mixer type declares: the layer's own reader then
+/// refuses one its mixer lacks); the task's keys other than `name` and `mixture` (e.g. MQAR's
+/// `num_kv_pairs`: recall of more pairs than trained), `eval.lengths`, `eval.stride`
+/// (sliding-window scoring) and `eval.scoring` (teacher-forced or generated answers).
 /// Nothing else: other keys change parameter shapes or training. (A scheme with parameters of its
 /// own, e.g. a learned table, is refused later, when the variant's parameters are matched against
-/// the trained ones.)
-bool eval_safe_key(const std::string& dotted_key);
+/// the trained ones.) `cfg` gives the plugin search path (`plugins.paths`), searched only for a
+/// key no built-in mixer type decides. Throws nothing.
+bool eval_safe_key(const Config& cfg, const std::string& dotted_key);
 
-/// The keys eval_safe_key() accepts, as one line for messages and docs.
-std::string eval_safe_keys_text();
+/// The keys eval_safe_key(cfg, ·) accepts, as one line for messages and docs.
+std::string eval_safe_keys_text(const Config& cfg);
+
+/// Throws UserError naming the variant, the key and eval_safe_keys_text(cfg) when a key of `v` is
+/// not eval_safe_key(cfg, ·). For variants from the command line (parse_eval_variant), checked
+/// against the run's configuration.
+void check_eval_variant(const Config& cfg, const EvalVariant& v);
 
 /// `base` with the settings of `v` applied (their locations point at the variant).
 Config eval_variant_config(const Config& base, const EvalVariant& v);
@@ -119,8 +127,9 @@ std::string eval_variant_text(const EvalVariant& v);
 /// Parses the command-line form `NAME=KEY=VALUE[,KEY=VALUE...]` (a comma inside [] or {}
 /// belongs to its value; values are YAML, e.g. `ntk=model.attention.position.rope_scaling={type:
 /// ntk, factor: 4}`), each value read as a file's value is (Config::apply_override: no tags, no
-/// duplicate keys). Throws UserError for a malformed text, an unsafe name, a key given twice or
-/// a key that eval_safe_key() refuses; ConfigError for a value a file would refuse.
+/// duplicate keys). Throws UserError for a malformed text, an unsafe name or a key given twice;
+/// ConfigError for a value a file would refuse. Which keys may change depends on the run's mixers:
+/// check_eval_variant() with the run's configuration.
 EvalVariant parse_eval_variant(const std::string& text);
 
 /// One plot the report draws because the experiment asks for it (`report.plots`): `metric` of

@@ -138,7 +138,11 @@ class Mixer : public torch::nn::Module {
 /// version before it calls anything in it. Bump on any change to Mixer, MixerCache, MixerInfo,
 /// MixerProbes, AttentionAblation, MixerContext or MixerPluginInfo.
 /// 2: Mixer::document_boundaries (packed documents).
-constexpr int kMixerPluginApiVersion = 2;
+/// 3: MixerPluginInfo::eval_safe_keys. Mixer and its vtable are as in 2, so a record of version 2
+///    still loads (its mixer declares no keys that evaluation variants may change).
+constexpr int kMixerPluginApiVersion = 3;
+/// The oldest mixer plugin API version this host loads.
+constexpr int kMixerPluginApiOldest = 2;
 
 /// The kinds of plugin a library can be (MixerPluginInfo::kind; a positional scheme's record is
 /// PluginInfo, hybridlab/position.h).
@@ -164,6 +168,11 @@ struct MixerPluginInfo {
   const char* description;    ///< one line (the paper)
   const char* torch_version;  ///< TORCH_VERSION at build time: must equal the host's
   int cxx11_abi;              ///< _GLIBCXX_USE_CXX11_ABI at build time: must equal the host's
+  /// Since API 3 (read only from records that say 3 or later): the keys of the mixer's section
+  /// (`model.<name>.KEY`, and a layer override's `KEY`) its trained parameters do not depend on,
+  /// comma-separated identifiers, e.g. "chunk_size": an evaluation variant may change them
+  /// (docs/experiments.md). A key covers its whole subtree. nullptr or "" for none.
+  const char* eval_safe_keys;
 };
 
 /// The factory every mixer plugin exports. `params` reads the mixer's keys (its `model.<name>`
@@ -181,8 +190,15 @@ using MixerFactory = std::shared_ptr<Mixer>(Section& params, const MixerContext&
 
 /// Declares a mixer plugin: its info record and its factory, exported under fixed aliases.
 /// NAME, VERSION and DESCRIPTION are string literals, LETTER a character literal; FACTORY is a
-/// function with the MixerFactory signature. Use once per plugin library, at global scope.
-#define HYBRIDLAB_MIXER_PLUGIN(NAME, LETTER, VERSION, DESCRIPTION, FACTORY)                    \
+/// function with the MixerFactory signature. Use once per plugin library, at global scope. The
+/// mixer declares no evaluation-safe keys (HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE declares them).
+#define HYBRIDLAB_MIXER_PLUGIN(NAME, LETTER, VERSION, DESCRIPTION, FACTORY) \
+  HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(NAME, LETTER, VERSION, DESCRIPTION, "", FACTORY)
+
+/// HYBRIDLAB_MIXER_PLUGIN with MixerPluginInfo::eval_safe_keys: EVAL_SAFE_KEYS is a string
+/// literal of comma-separated keys of the mixer's section, e.g. "chunk_size".
+#define HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(NAME, LETTER, VERSION, DESCRIPTION, EVAL_SAFE_KEYS,   \
+                                         FACTORY)                                              \
   namespace hybridlab_mixer_plugin_exports {                                                   \
   extern const ::hybridlab::MixerPluginInfo mixer_info_record;                                 \
   const ::hybridlab::MixerPluginInfo mixer_info_record = {::hybridlab::kMixerPluginApiVersion, \
@@ -192,7 +208,8 @@ using MixerFactory = std::shared_ptr<Mixer>(Section& params, const MixerContext&
                                                           VERSION,                             \
                                                           DESCRIPTION,                         \
                                                           TORCH_VERSION,                       \
-                                                          HYBRIDLAB_MIXER_CXX11_ABI_FLAG};     \
+                                                          HYBRIDLAB_MIXER_CXX11_ABI_FLAG,      \
+                                                          EVAL_SAFE_KEYS};                     \
   std::shared_ptr<::hybridlab::Mixer> mixer_factory(::hybridlab::Section& params,              \
                                                     const ::hybridlab::MixerContext& ctx) {    \
     return FACTORY(params, ctx);                                                               \

@@ -131,6 +131,20 @@ std::shared_ptr<ModelOptions> read_model_options(Section model);
 /// a mixer plugin with one of these letters or names is not used (`plugins list` says so).
 std::vector<std::pair<char, std::string>> builtin_mixers();
 
+/// A mixer type a `model.NAME` section can configure, and the keys of that section (and of a
+/// layer's override) its trained parameters do not depend on, which an evaluation variant may
+/// change (each covers its subtree).
+struct MixerEvalKeys {
+  std::string name;                         ///< "attention", "gated_deltanet", "deltanet", ...
+  std::vector<std::string> eval_safe_keys;  ///< {"position", "window"}, {"chunk_size"}, ...
+};
+
+/// The built-in mixer types, then, when `with_plugins`, the usable mixer plugins on `cfg`'s
+/// search path (plugins.paths, HYBRIDLAB_PLUGIN_PATH, the installation's folder; searching them
+/// loads each library there once per process, in a supervised child). Throws nothing: a search
+/// that fails lists the built-in types only.
+std::vector<MixerEvalKeys> mixer_eval_keys(const Config& cfg, bool with_plugins);
+
 /// Builds the model, instantiating positional schemes through `host`. Throws ConfigError /
 /// PluginError for settings that cannot be built (e.g. an eval length past a learned table, an
 /// embed-only scheme on an attention layer).

@@ -30,6 +30,9 @@ struct PluginRecord {
   PluginKind kind = kPluginKindPosition;  ///< a positional scheme or a mixer
   char letter = 0;                        ///< a mixer's pattern letter (0 for schemes)
   int api_version = 0;  ///< the plugin API it was built against (its record's api_version)
+  /// A mixer's keys that evaluation variants may change (MixerPluginInfo::eval_safe_keys; none
+  /// for a record of mixer API 2).
+  std::vector<std::string> eval_safe_keys;
 };
 
 /// A plugin library that discover() found on the search path but set aside, because its record is

@@ -3,31 +3,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <regex>
 
 #include "experiment/eval_variants.h"
 #include "hybridlab/error.h"
 #include "hybridlab/experiment.h"
+#include "hybridlab/model.h"
 
 namespace hybridlab {
 namespace {
 
-// Settings a trained model's parameters do not depend on. Each pattern with the text that names
-// it in messages and docs/experiments.md.
+// Settings outside the mixers that a trained model's parameters do not depend on. Each pattern
+// with the text that names it in messages and docs/experiments.md.
 const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
   static const std::vector<std::pair<std::regex, const char*>> keys = {
       {std::regex(R"(model\.position(\..+)?)"), "model.position[.KEY]"},
-      {std::regex(R"(model\.attention\.position(\..+)?)"), "model.attention.position[.KEY]"},
-      {std::regex(R"(model\.attention\.window)"), "model.attention.window"},
-      // The chunk of any recurrent mixer's chunked form (gated_deltanet and the mixer plugins):
-      // a way of computing the same map, not a parameter.
-      {std::regex(
-           R"(model\.(?!attention\.|mlp\.|position\.|overrides\.)[a-z][a-z0-9_]*\.chunk_size)"),
-       "model.MIXER.chunk_size"},
-      {std::regex(R"(model\.overrides\.-?[0-9]+\.position(\..+)?)"),
-       "model.overrides.N.position[.KEY]"},
-      {std::regex(R"(model\.overrides\.-?[0-9]+\.window)"), "model.overrides.N.window"},
-      {std::regex(R"(model\.overrides\.-?[0-9]+\.chunk_size)"), "model.overrides.N.chunk_size"},
       // The task's settings other than which task and its training mix (the model keeps the
       // trained run's lengths: build_eval_variant):
       // e.g. MQAR at more key-value pairs than trained (Based, Arora et al. 2024, Fig. 2).
@@ -38,6 +30,41 @@ const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
       {std::regex(R"(eval\.scoring)"), "eval.scoring"},
   };
   return keys;
+}
+
+// model.NAME.KEY[...] and model.overrides.N.KEY[...]: the mixer types decide (mixer_eval_keys:
+// MixerType::eval_safe_keys of a built-in type, a plugin's record).
+const std::regex& mixer_key() {
+  static const std::regex re(R"(model\.([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(\..+)?)");
+  return re;
+}
+const std::regex& override_key() {
+  static const std::regex re(R"(model\.overrides\.-?[0-9]+\.([A-Za-z_][A-Za-z0-9_]*)(\..+)?)");
+  return re;
+}
+
+bool declares(const MixerEvalKeys& t, const std::string& key) {
+  return std::find(t.eval_safe_keys.begin(), t.eval_safe_keys.end(), key) != t.eval_safe_keys.end();
+}
+
+// Whether some mixer type declares `key` eval-safe (model.overrides.N.KEY: the layer's own reader
+// refuses a key its mixer does not have when the variant is applied). The plugins are searched
+// only when no built-in type decides: searching loads every library on the path.
+bool some_mixer_declares(const Config& cfg, const std::string& key) {
+  for (bool with_plugins : {false, true}) {
+    for (const MixerEvalKeys& t : mixer_eval_keys(cfg, with_plugins))
+      if (declares(t, key)) return true;
+  }
+  return false;
+}
+
+// The eval-safe keys of the mixer type whose section is model.NAME; nullopt for none.
+std::optional<MixerEvalKeys> mixer_named(const Config& cfg, const std::string& name) {
+  for (bool with_plugins : {false, true}) {
+    for (const MixerEvalKeys& t : mixer_eval_keys(cfg, with_plugins))
+      if (t.name == name) return t;
+  }
+  return std::nullopt;
 }
 
 // Why `name` cannot name a variant ("" when it can).
@@ -57,26 +84,47 @@ YAML::Node variant_value(const std::string& assignment, const std::string& key,
   return c.lookup(key);
 }
 
-std::string unsafe_key_message(const std::string& key) {
+std::string unsafe_key_message(const Config& cfg, const std::string& key) {
   return fmt::format(
       "'{}' cannot change after training (it changes the model's parameters or how it was "
       "trained); an evaluation variant may set {}",
-      key, eval_safe_keys_text());
+      key, eval_safe_keys_text(cfg));
 }
 
 }  // namespace
 
-bool eval_safe_key(const std::string& dotted_key) {
+bool eval_safe_key(const Config& cfg, const std::string& dotted_key) {
   for (const auto& [re, text] : safe_keys()) {
     if (std::regex_match(dotted_key, re)) return true;
   }
-  return false;
+  std::smatch m;
+  if (std::regex_match(dotted_key, m, override_key())) return some_mixer_declares(cfg, m[1].str());
+  if (!std::regex_match(dotted_key, m, mixer_key())) return false;
+  const std::optional<MixerEvalKeys> t = mixer_named(cfg, m[1].str());
+  return t && declares(*t, m[2].str());
 }
 
-std::string eval_safe_keys_text() {
-  std::string out;
-  for (const auto& [re, text] : safe_keys()) out += (out.empty() ? "" : ", ") + std::string(text);
+std::string eval_safe_keys_text(const Config& cfg) {
+  std::string out = safe_keys().front().second;
+  std::vector<std::string> any_layer;  // the keys some mixer declares, for model.overrides.N
+  for (const MixerEvalKeys& t : mixer_eval_keys(cfg, true)) {
+    for (const std::string& k : t.eval_safe_keys) {
+      out += fmt::format(", model.{}.{}{}", t.name, k, k == "position" ? "[.KEY]" : "");
+      if (std::find(any_layer.begin(), any_layer.end(), k) == any_layer.end())
+        any_layer.push_back(k);
+    }
+  }
+  for (const std::string& k : any_layer)
+    out += fmt::format(", model.overrides.N.{}{}", k, k == "position" ? "[.KEY]" : "");
+  for (size_t i = 1; i < safe_keys().size(); ++i) out += std::string(", ") + safe_keys()[i].second;
   return out;
+}
+
+void check_eval_variant(const Config& cfg, const EvalVariant& v) {
+  for (const auto& [key, value] : v.set) {
+    if (!eval_safe_key(cfg, key))
+      throw UserError(fmt::format("variant '{}': {}", v.name, unsafe_key_message(cfg, key)));
+  }
 }
 
 std::vector<EvalVariant> read_eval_variants(Section s) {
@@ -98,8 +146,8 @@ std::vector<EvalVariant> read_eval_variants(Section s) {
     Section keys = s.child(name);
     for (const std::string& key : keys.keys()) {
       keys.accept(key);
-      if (!eval_safe_key(key)) {
-        keys.error(key, unsafe_key_message(key));
+      if (!eval_safe_key(s.config(), key)) {
+        keys.error(key, unsafe_key_message(s.config(), key));
         continue;
       }
       v.set.emplace_back(key, YAML::Clone(m[key]));
@@ -159,8 +207,6 @@ EvalVariant parse_eval_variant(const std::string& text) {
     const size_t at = part.find('=');
     if (at == std::string::npos || at == 0) throw bad("'" + part + "' is not KEY=VALUE");
     const std::string key = part.substr(0, at);
-    if (!eval_safe_key(key))
-      throw UserError("--variant '" + text + "': " + unsafe_key_message(key));
     for (const auto& [k, value] : v.set) {
       if (k == key) throw bad(key + " is set twice; give each key once");
     }

@@ -55,6 +55,9 @@ struct MixerType {
   /// The plugin library that provides the type ("" for a built-in one): faults in its forward
   /// are reported naming it.
   std::string plugin_file;
+  /// The keys of its section (and of a layer override) its trained parameters do not depend on,
+  /// which an evaluation variant may change; each covers its subtree ("position").
+  std::vector<std::string> eval_safe_keys;
   /// Reads options from `s` (the `model.<name>` section, or an override map). `base`: the options
   /// the section overrides (nullptr for `model.<name>` itself). Records problems in the config.
   std::function<std::any(Section s, const ModelDims& dims, const std::any* base)> read;
@@ -89,8 +92,9 @@ void register_builtin_mixers(MixerRegistry& registry);
 
 /// What find_plugin_mixer found.
 struct PluginMixerLookup {
-  const MixerType* type = nullptr;  ///< nullptr when no usable mixer plugin has the letter/name
-  std::string names;                ///< "D (deltanet, plugin), ..." for messages ("" if none)
+  const MixerType* type = nullptr;    ///< nullptr when no usable mixer plugin has the letter/name
+  std::vector<const MixerType*> all;  ///< every usable mixer plugin on the search path
+  std::string names;                  ///< "D (deltanet, plugin), ..." for messages ("" if none)
   std::string note;  ///< what is amiss among the plugins (a clash, a crash), "" when nothing is
   /// When no usable plugin has the key but a set-aside library does: which and why ("" if none).
   std::string set_aside;

@@ -61,6 +61,8 @@ MixerType attention_mixer_type() {
         s, dims.d_model, base ? &std::any_cast<const AttentionMixerOptions&>(*base) : nullptr);
   };
   t.build = build_attention;
+  // Neither the scheme's settings nor the window are parameters: a trained model runs with others.
+  t.eval_safe_keys = {"position", "window"};
   return t;
 }
 

@@ -15,6 +15,8 @@ MixerType gated_deltanet_mixer_type() {
     return read_gated_deltanet_options(
         s, dims, base ? &std::any_cast<const GatedDeltaNetOptions&>(*base) : nullptr);
   };
+  // The chunk is a way of computing the same map, not a parameter.
+  t.eval_safe_keys = {"chunk_size"};
   t.build = [](const std::any& opts, const MixerBuildContext& ctx) -> std::shared_ptr<Mixer> {
     GatedDeltaNetOptions o = std::any_cast<const GatedDeltaNetOptions&>(opts);
     o.fused_kernels = ctx.fused_kernels;  // model.fused_kernels owns every fused kernel

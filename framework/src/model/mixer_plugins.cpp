@@ -26,6 +26,7 @@ MixerType plugin_mixer_type(const PluginRecord& r) {
   t.letter = r.letter;
   t.description = r.description + " (plugin " + r.file + ")";
   t.plugin_file = r.file;
+  t.eval_safe_keys = r.eval_safe_keys;
   t.read = [](Section s, const ModelDims&, const std::any* base) -> std::any {
     PluginMixerSettings out{s.config(), s.path(),
                             base
@@ -106,6 +107,7 @@ PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& key) {
   PluginMixerLookup out;
   out.note = it->second.note;
   for (const auto& t : it->second.types) {
+    out.all.push_back(t.get());
     out.names +=
         fmt::format("{}{} ({}, plugin)", out.names.empty() ? "" : ", ", t->letter, t->name);
     if (!out.type && (t->name == key || (key.size() == 1 && key[0] == t->letter))) {

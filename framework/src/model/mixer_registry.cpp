@@ -36,6 +36,17 @@ std::vector<std::pair<char, std::string>> builtin_mixers() {
   return out;
 }
 
+std::vector<MixerEvalKeys> mixer_eval_keys(const Config& cfg, bool with_plugins) {
+  std::vector<MixerEvalKeys> out;
+  for (const MixerType* t : MixerRegistry::instance().types())
+    out.push_back({t->name, t->eval_safe_keys});
+  if (with_plugins) {
+    for (const MixerType* t : find_plugin_mixer(cfg, "").all)
+      out.push_back({t->name, t->eval_safe_keys});
+  }
+  return out;
+}
+
 std::string MixerRegistry::names() const {
   std::string out;
   for (const MixerType* t : types()) {

@@ -201,6 +201,7 @@ LoadedPlugin* PluginHost::Impl::admit(const std::string& file, SetAsidePlugin& r
   p.record.kind = static_cast<PluginKind>(probed.kind);
   p.record.letter = probed.letter;
   p.record.api_version = probed.api_version;
+  p.record.eval_safe_keys = probed.eval_safe_keys;
   p.lib = lib;
   const std::string name = p.record.name;
   try {

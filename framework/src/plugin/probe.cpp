@@ -3,6 +3,7 @@
 #include "plugin/probe.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -45,6 +46,22 @@ bool is_identifier(const std::string& s) {
     const auto u = static_cast<unsigned char>(c);
     return std::isalnum(u) || c == '_';
   });
+}
+
+// "a, b" -> {"a", "b"}: the comma-separated keys of a record field, spaces around each dropped;
+// {} for "".
+std::vector<std::string> split_keys(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string key = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    const size_t b = key.find_first_not_of(' '), e = key.find_last_not_of(' ');
+    out.push_back(b == std::string::npos ? "" : key.substr(b, e - b + 1));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
 // `s` for a message: characters that are not printable ASCII as \xHH.
@@ -111,6 +128,7 @@ PositionContext probe_context() {
 std::string encode(const ProbedLibrary& p) {
   return p.name + '\0' + p.version + '\0' + p.description + '\0' + std::to_string(p.hooks) + '\0' +
          p.refusal + '\0' + std::to_string(p.kind) + '\0' + std::to_string(p.api_version) + '\0' +
+         fmt::format("{}", fmt::join(p.eval_safe_keys, ",")) + '\0' +
          std::string(1, p.letter);  // last: a scheme's letter is NUL, the separator
 }
 
@@ -122,7 +140,7 @@ ProbedLibrary decode(const std::string& text) {
     else
       f.back().push_back(c);
   }
-  f.resize(8);
+  f.resize(9);
   ProbedLibrary p;
   p.name = f[0];
   p.version = f[1];
@@ -131,7 +149,8 @@ ProbedLibrary decode(const std::string& text) {
   p.refusal = f[4];
   p.kind = static_cast<int>(std::strtol(f[5].c_str(), nullptr, 10));
   p.api_version = static_cast<int>(std::strtol(f[6].c_str(), nullptr, 10));
-  p.letter = f[7].empty() ? '\0' : f[7][0];
+  p.eval_safe_keys = split_keys(f[7]);
+  p.letter = f[8].empty() ? '\0' : f[8][0];
   return p;
 }
 
@@ -266,8 +285,22 @@ void probe_mixer_record(boost::dll::shared_library& lib, const std::string& file
   // Known so that a pattern using the letter of a refused plugin is told why.
   if (ascii_letter && info.api_version >= 1 && info.api_version <= kMixerPluginApiVersion)
     out.letter = info.letter;
-  if (!read_record(info, kMixerPluginApiVersion, kMixerPluginApiVersion, file, out))
+  if (!read_record(info, kMixerPluginApiOldest, kMixerPluginApiVersion, file, out))
     return;  // the API first
+  // A version 2 record ends before this field: read it only from records that have it.
+  if (info.api_version >= 3 && info.eval_safe_keys) {
+    const std::string keys = record_string(info.eval_safe_keys, "eval_safe_keys", file);
+    out.eval_safe_keys = split_keys(keys);
+    for (const std::string& key : out.eval_safe_keys) {
+      if (is_identifier(key)) continue;
+      out.eval_safe_keys.clear();
+      out.refusal = fmt::format(
+          "plugin '{}': its record's eval_safe_keys '{}' must be keys of its section (identifiers) "
+          "separated by commas, e.g. \"chunk_size\"",
+          file, printable(keys));
+      return;
+    }
+  }
   if (info.kind != kPluginKindMixer) {
     out.refusal = fmt::format("plugin '{}': its mixer record says kind {}, expected {} (a mixer)",
                               file, info.kind, static_cast<int>(kPluginKindMixer));

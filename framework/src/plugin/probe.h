@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/position.h"
@@ -18,6 +19,7 @@ struct ProbedLibrary {
   char letter = 0;                 ///< a mixer's pattern letter
   int api_version = 0;             ///< the plugin API its record names
   uint32_t hooks = 0;              ///< of a scheme built with default settings (0 when that throws)
+  std::vector<std::string> eval_safe_keys;  ///< a mixer's MixerPluginInfo::eval_safe_keys (API 3)
   std::string refusal;  ///< why this host must not load it (ABI, record): a PluginError message
                         ///< (name and letter stay filled where the record's layout is known)
 };

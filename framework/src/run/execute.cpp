@@ -232,7 +232,9 @@ void execute_run_folder(const RunFolder& folder, const ExecuteOptions& opts) {
 void eval_run_folder(const std::string& run_dir, const std::vector<int64_t>& lengths,
                      const std::vector<EvalVariant>& variants) {
   const RunFolder folder(run_dir);
-  folder_config(folder);  // not a run: say so before taking a lock
+  // Not a run, or a variant key its mixers do not let change: say so before taking a lock.
+  const Config source = folder_config(folder).first;
+  for (const EvalVariant& v : variants) check_eval_variant(source, v);
   RunLock lock(run_dir);
   TrainedRun t = load_trained_run(folder, lengths);
   const Config& cfg = t.cfg;

@@ -204,5 +204,7 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
 
 }  // namespace
 
-HYBRIDLAB_MIXER_PLUGIN("deltanet", 'D', "1.0",
-                       "DeltaNet: the delta rule without decay (Yang et al., NeurIPS 2024)", create)
+// chunk_size: a way of computing the same map, so an evaluation variant may change it.
+HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(
+    "deltanet", 'D', "1.0", "DeltaNet: the delta rule without decay (Yang et al., NeurIPS 2024)",
+    "chunk_size", create)

@@ -269,6 +269,8 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
 
 }  // namespace
 
-HYBRIDLAB_MIXER_PLUGIN("gated_deltaproduct", 'P', "1.0",
-                       "Gated DeltaProduct: n_h Householder steps per token (Siems et al., 2025)",
-                       create)
+// chunk_size: a way of computing the same map, so an evaluation variant may change it.
+HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(
+    "gated_deltaproduct", 'P', "1.0",
+    "Gated DeltaProduct: n_h Householder steps per token (Siems et al., 2025)", "chunk_size",
+    create)

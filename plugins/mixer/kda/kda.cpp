@@ -210,6 +210,8 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
 
 }  // namespace
 
-HYBRIDLAB_MIXER_PLUGIN(
+// chunk_size: a way of computing the same map, so an evaluation variant may change it.
+HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(
     "kda", 'K', "1.0",
-    "Kimi Delta Attention: the delta rule with per-channel decay (Kimi Linear, 2025)", create)
+    "Kimi Delta Attention: the delta rule with per-channel decay (Kimi Linear, 2025)", "chunk_size",
+    create)

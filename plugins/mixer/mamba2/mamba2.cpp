@@ -235,5 +235,7 @@ std::shared_ptr<Mixer> create(Section& s, const MixerContext& ctx) {
 
 }  // namespace
 
-HYBRIDLAB_MIXER_PLUGIN("mamba2", 'M', "1.0",
-                       "Mamba2: the SSD layer, scalar decay per head (Dao & Gu, ICML 2024)", create)
+// chunk_size: a way of computing the same map, so an evaluation variant may change it.
+HYBRIDLAB_MIXER_PLUGIN_EVAL_SAFE(
+    "mamba2", 'M', "1.0", "Mamba2: the SSD layer, scalar decay per head (Dao & Gu, ICML 2024)",
+    "chunk_size", create)

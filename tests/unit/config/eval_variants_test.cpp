@@ -22,33 +22,39 @@ Experiment read(const std::string& variants) {
 
 }  // namespace
 
-TEST_CASE("eval variants: safe keys", "[config][eval_variants]") {
-  CHECK(eval_safe_key("model.attention.position.rope_scaling"));
-  CHECK(eval_safe_key("model.attention.position"));
-  CHECK(eval_safe_key("model.position.scheme"));
-  CHECK(eval_safe_key("model.attention.window"));
-  CHECK(eval_safe_key("model.gated_deltanet.chunk_size"));
-  CHECK(eval_safe_key("model.mamba2.chunk_size"));  // any mixer's chunk, plugins included
-  CHECK_FALSE(eval_safe_key("model.mamba2.d_state"));
-  CHECK_FALSE(eval_safe_key("model.attention.chunk_size"));
-  CHECK(eval_safe_key("model.overrides.3.position.scheme"));
-  CHECK(eval_safe_key("model.overrides.-1.window"));
-  CHECK(eval_safe_key("eval.stride"));
-  CHECK(eval_safe_key("eval.lengths"));
+TEST_CASE("eval variants: safe keys, each mixer's declared by its type",
+          "[config][eval_variants]") {
+  const Config none;  // the default plugin search path: the shipped mixer plugins
+  CHECK(eval_safe_key(none, "model.attention.position.rope_scaling"));
+  CHECK(eval_safe_key(none, "model.attention.position"));
+  CHECK(eval_safe_key(none, "model.position.scheme"));
+  CHECK(eval_safe_key(none, "model.attention.window"));
+  CHECK(eval_safe_key(none, "model.gated_deltanet.chunk_size"));
+  CHECK(eval_safe_key(none, "model.mamba2.chunk_size"));  // a plugin's record declares it
+  CHECK(eval_safe_key(none, "model.gated_deltaproduct.chunk_size"));
+  CHECK_FALSE(eval_safe_key(none, "model.mamba2.d_state"));
+  CHECK_FALSE(eval_safe_key(none, "model.no_such_mixer.chunk_size"));
+  CHECK_FALSE(eval_safe_key(none, "model.mlp.chunk_size"));
+  CHECK_FALSE(eval_safe_key(none, "model.A.window"));  // a pattern letter is not a section
+  CHECK_FALSE(eval_safe_key(none, "model.attention.chunk_size"));
+  CHECK(eval_safe_key(none, "model.overrides.3.position.scheme"));
+  CHECK(eval_safe_key(none, "model.overrides.-1.window"));
+  CHECK(eval_safe_key(none, "eval.stride"));
+  CHECK(eval_safe_key(none, "eval.lengths"));
   // The task's settings, but not which task nor what it was trained on.
-  CHECK(eval_safe_key("task.num_kv_pairs"));
-  CHECK(eval_safe_key("task.seq_len"));
-  CHECK(eval_safe_key("task.mixture_weight"));  // a name that only starts like one
-  CHECK_FALSE(eval_safe_key("task.name"));
-  CHECK_FALSE(eval_safe_key("task.mixture"));
-  CHECK_FALSE(eval_safe_key("task.mixture.settings"));
-  CHECK_FALSE(eval_safe_key("task"));
-  CHECK_FALSE(eval_safe_key("eval.examples"));
-  CHECK_FALSE(eval_safe_key("model.d_model"));
-  CHECK_FALSE(eval_safe_key("model.attention.n_heads"));
-  CHECK_FALSE(eval_safe_key("model.attention.positional"));
-  CHECK_FALSE(eval_safe_key("model.overrides.x.window"));
-  CHECK_FALSE(eval_safe_key("train.lr"));
+  CHECK(eval_safe_key(none, "task.num_kv_pairs"));
+  CHECK(eval_safe_key(none, "task.seq_len"));
+  CHECK(eval_safe_key(none, "task.mixture_weight"));  // a name that only starts like one
+  CHECK_FALSE(eval_safe_key(none, "task.name"));
+  CHECK_FALSE(eval_safe_key(none, "task.mixture"));
+  CHECK_FALSE(eval_safe_key(none, "task.mixture.settings"));
+  CHECK_FALSE(eval_safe_key(none, "task"));
+  CHECK_FALSE(eval_safe_key(none, "eval.examples"));
+  CHECK_FALSE(eval_safe_key(none, "model.d_model"));
+  CHECK_FALSE(eval_safe_key(none, "model.attention.n_heads"));
+  CHECK_FALSE(eval_safe_key(none, "model.attention.positional"));
+  CHECK_FALSE(eval_safe_key(none, "model.overrides.x.window"));
+  CHECK_FALSE(eval_safe_key(none, "train.lr"));
 }
 
 TEST_CASE("eval variants: read in file order, a shape-changing key is refused at file:line",
@@ -92,8 +98,14 @@ TEST_CASE("eval --variant: NAME=KEY=VALUE[,KEY=VALUE], commas inside flow values
   CHECK(v.set[0].second["factor"].as<int>() == 4);
   CHECK(v.set[1].second.as<int>() == 64);
   CHECK_THROWS_AS(parse_eval_variant("model.attention.window"), UserError);
-  CHECK_THROWS_WITH(parse_eval_variant("x=train.lr=0.1"),
-                    Catch::Contains("'train.lr' cannot change after training"));
+  // Which keys may change is the run's mixers' to say: checked against the run's config.
+  const EvalVariant lr = parse_eval_variant("x=train.lr=0.1");
+  CHECK_THROWS_WITH(check_eval_variant(Config{}, lr),
+                    Catch::Contains("variant 'x': 'train.lr' cannot change after training") &&
+                        Catch::Contains("model.attention.window") &&
+                        Catch::Contains("model.deltanet.chunk_size") &&
+                        Catch::Contains("model.overrides.N.chunk_size"));
+  CHECK_NOTHROW(check_eval_variant(Config{}, v));
   CHECK_THROWS_WITH(parse_eval_variant("a b=model.attention.window=8"), Catch::Contains("NAME"));
   CHECK_THROWS_WITH(parse_eval_variant("x=model.attention.window="), Catch::Contains("empty"));
 }

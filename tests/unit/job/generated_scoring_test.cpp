@@ -181,7 +181,7 @@ TEST_CASE("eval.scoring: generated refused for tasks without one answer span, wi
                                        "{variants: {generated: {eval.scoring: generated}}}");
   REQUIRE(p.eval.variants.size() == 1);
   CHECK(eval_variant_text(p.eval.variants[0]) == "eval.scoring=generated");
-  CHECK(eval_safe_key("eval.scoring"));
+  CHECK(eval_safe_key(Config{}, "eval.scoring"));
 }
 
 }  // namespace generated_scoring_test
