@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -12,6 +13,7 @@
 #include "hybridlab/plugin_host.h"
 
 namespace hybridlab::cli {
+namespace fs = std::filesystem;
 
 void add_plugins_command(CLI::App& app) {
   auto* plugins = app.add_subcommand("plugins", "Positional-scheme and mixer plugins");
@@ -62,19 +64,19 @@ void add_plugins_command(CLI::App& app) {
                        r.version, mixer ? eval_keys : hook_names(r.hooks), r.description);
       std::cout << row("", "", "", "", r.file);
     }
+    // What each pattern letter names on this search path, built-in and plugin types in one
+    // registry; a mixer plugin whose letter or name is taken is never reached by a pattern.
+    Config search;
+    YAML::Node folders(YAML::NodeType::Sequence);
+    for (const std::string& p : paths)
+      folders.push_back(fs::absolute(p).lexically_normal().string());
+    search.set("plugins.paths", folders, Location{"--path", 0, 0});
+    std::vector<std::string> unused;
+    std::cout << "mixer pattern letters:\n";
+    for (const MixerTypeInfo& t : mixer_types(search, true, &unused))
+      std::cout << fmt::format("  {} {} ({})\n", t.letter, t.name, t.origin);
     // Also when nothing worked: a library that crashed or timed out is named, not hidden.
-    // A mixer plugin with a built-in mixer's letter or name is never reached by a pattern.
-    for (const auto& r : records) {
-      if (r.kind != kPluginKindMixer) continue;
-      for (const auto& [letter, name] : builtin_mixers()) {
-        if (r.letter == letter || r.name == name) {
-          std::cout << fmt::format(
-              "not used: mixer plugin '{}' ({}) has the {} of the built-in mixer {} ({}); "
-              "rename it\n",
-              r.name, r.file, r.letter == letter ? "letter" : "name", name, letter);
-        }
-      }
-    }
+    for (const std::string& u : unused) std::cout << u << "; rename it\n";
     for (const auto& s : host.skipped_files()) std::cout << "skipped: " << s << "\n";
     // Refused records: set aside so that the other plugins work; named here and where used.
     for (const auto& a : host.set_aside_plugins())

@@ -110,11 +110,17 @@ TEST_CASE("mixer plugins cli: a plugin with a built-in's letter is not used, and
   const auto r = cli("config show " + q(yaml));
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Contains("letter 'Z'") && Contains("mixer plugin 'clash' (letter G") &&
-                        Contains("'gated_deltanet' (letter G) has its letter"));
+                        Contains("'gated_deltanet' (letter G, built in) has its letter"));
   const auto list = cli("plugins list --path " + q(kFixtures + "mixer_clash"));
   CHECK(list.code == 0);
-  CHECK_THAT(list.out, Contains("not used: mixer plugin 'clash'") &&
-                           Contains("letter of the built-in mixer gated_deltanet (G)"));
+  CHECK_THAT(list.out,
+             Contains("mixer plugin 'clash' (letter G, " + kFixtures +
+                      "mixer_clash/mixer_clash.so) is not used: 'gated_deltanet' (letter G, "
+                      "built in) has its letter; rename it"));
+  // One registry: the built-in types and the plugins, each with its origin.
+  CHECK_THAT(list.out, Contains("  A attention (built in)") &&
+                           Contains("  D deltanet (" + std::string(HYBRIDLAB_TEST_PLUGIN_DIR) +
+                                    "/deltanet.so)"));
 }
 
 }  // namespace mixer_plugins_cli_test

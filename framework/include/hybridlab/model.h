@@ -127,23 +127,24 @@ class LanguageModel : public torch::nn::Module {
 /// tie_embeddings, init_std (docs/layers.md).
 std::shared_ptr<ModelOptions> read_model_options(Section model);
 
-/// The built-in mixers' pattern letters and names ({'A', "attention"}, {'G', "gated_deltanet"}):
-/// a mixer plugin with one of these letters or names is not used (`plugins list` says so).
-std::vector<std::pair<char, std::string>> builtin_mixers();
-
-/// A mixer type a `model.NAME` section can configure, and the keys of that section (and of a
-/// layer's override) its trained parameters do not depend on, which an evaluation variant may
-/// change (each covers its subtree).
-struct MixerEvalKeys {
-  std::string name;                         ///< "attention", "gated_deltanet", "deltanet", ...
-  std::vector<std::string> eval_safe_keys;  ///< {"position", "window"}, {"chunk_size"}, ...
+/// A mixer type a configuration can name in `model.layers`.
+struct MixerTypeInfo {
+  char letter = 0;     ///< its pattern letter ('A')
+  std::string name;    ///< its section under `model:` ("attention")
+  std::string origin;  ///< "built in", or its plugin library's path
+  /// The keys of its section (and of a layer's override) its trained parameters do not depend on,
+  /// which an evaluation variant may change ({"position", "window"}; each covers its subtree).
+  std::vector<std::string> eval_safe_keys;
 };
 
-/// The built-in mixer types, then, when `with_plugins`, the usable mixer plugins on `cfg`'s
-/// search path (plugins.paths, HYBRIDLAB_PLUGIN_PATH, the installation's folder; searching them
-/// loads each library there once per process, in a supervised child). Throws nothing: a search
-/// that fails lists the built-in types only.
-std::vector<MixerEvalKeys> mixer_eval_keys(const Config& cfg, bool with_plugins);
+/// The mixer types `cfg` can name: the built-in ones, then, when `with_plugins`, the usable mixer
+/// plugins on its search path (plugins.paths, HYBRIDLAB_PLUGIN_PATH, the installation's folder;
+/// searching loads each library there once per process, first in a supervised child). `unused`,
+/// when given, receives one line per mixer plugin found there but not used, because its name or
+/// letter is taken, naming both types and origins. Throws nothing: a failed search lists the
+/// built-in types.
+std::vector<MixerTypeInfo> mixer_types(const Config& cfg, bool with_plugins,
+                                       std::vector<std::string>* unused = nullptr);
 
 /// Builds the model, instantiating positional schemes through `host`. Throws ConfigError /
 /// PluginError for settings that cannot be built (e.g. an eval length past a learned table, an

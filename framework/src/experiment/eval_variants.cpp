@@ -32,7 +32,7 @@ const std::vector<std::pair<std::regex, const char*>>& safe_keys() {
   return keys;
 }
 
-// model.NAME.KEY[...] and model.overrides.N.KEY[...]: the mixer types decide (mixer_eval_keys:
+// model.NAME.KEY[...] and model.overrides.N.KEY[...]: the mixer types decide (mixer_types:
 // MixerType::eval_safe_keys of a built-in type, a plugin's record).
 const std::regex& mixer_key() {
   static const std::regex re(R"(model\.([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(\..+)?)");
@@ -43,7 +43,7 @@ const std::regex& override_key() {
   return re;
 }
 
-bool declares(const MixerEvalKeys& t, const std::string& key) {
+bool declares(const MixerTypeInfo& t, const std::string& key) {
   return std::find(t.eval_safe_keys.begin(), t.eval_safe_keys.end(), key) != t.eval_safe_keys.end();
 }
 
@@ -52,16 +52,16 @@ bool declares(const MixerEvalKeys& t, const std::string& key) {
 // only when no built-in type decides: searching loads every library on the path.
 bool some_mixer_declares(const Config& cfg, const std::string& key) {
   for (bool with_plugins : {false, true}) {
-    for (const MixerEvalKeys& t : mixer_eval_keys(cfg, with_plugins))
+    for (const MixerTypeInfo& t : mixer_types(cfg, with_plugins))
       if (declares(t, key)) return true;
   }
   return false;
 }
 
 // The eval-safe keys of the mixer type whose section is model.NAME; nullopt for none.
-std::optional<MixerEvalKeys> mixer_named(const Config& cfg, const std::string& name) {
+std::optional<MixerTypeInfo> mixer_named(const Config& cfg, const std::string& name) {
   for (bool with_plugins : {false, true}) {
-    for (const MixerEvalKeys& t : mixer_eval_keys(cfg, with_plugins))
+    for (const MixerTypeInfo& t : mixer_types(cfg, with_plugins))
       if (t.name == name) return t;
   }
   return std::nullopt;
@@ -100,14 +100,14 @@ bool eval_safe_key(const Config& cfg, const std::string& dotted_key) {
   std::smatch m;
   if (std::regex_match(dotted_key, m, override_key())) return some_mixer_declares(cfg, m[1].str());
   if (!std::regex_match(dotted_key, m, mixer_key())) return false;
-  const std::optional<MixerEvalKeys> t = mixer_named(cfg, m[1].str());
+  const std::optional<MixerTypeInfo> t = mixer_named(cfg, m[1].str());
   return t && declares(*t, m[2].str());
 }
 
 std::string eval_safe_keys_text(const Config& cfg) {
   std::string out = safe_keys().front().second;
   std::vector<std::string> any_layer;  // the keys some mixer declares, for model.overrides.N
-  for (const MixerEvalKeys& t : mixer_eval_keys(cfg, true)) {
+  for (const MixerTypeInfo& t : mixer_types(cfg, true)) {
     for (const std::string& k : t.eval_safe_keys) {
       out += fmt::format(", model.{}.{}{}", t.name, k, k == "position" ? "[.KEY]" : "");
       if (std::find(any_layer.begin(), any_layer.end(), k) == any_layer.end())

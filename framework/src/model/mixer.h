@@ -4,7 +4,7 @@
 // A block is `x + mixer(norm(x))`, then `x + mlp(norm(x))`. The mixer is any registered type
 // (attention, gated_deltanet, ...). Adding one is one new file (a Mixer subclass, its options
 // reader and a `MixerType` describing it) plus one line in register_builtin_mixers()
-// (mixer_registry.cpp).
+// (mixer_registry.cpp); a mixer plugin joins the registry of its search path (mixer_plugins.cpp).
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -66,47 +66,62 @@ struct MixerType {
       build;
 };
 
-/// The registry of mixer types (one per process, filled once by register_builtin_mixers()): a
-/// Registry of types by name and one of names by pattern letter.
+/// The mixer types a model can name, by name and by pattern letter, each with its origin ("built
+/// in", or its plugin library's path). builtin() holds the built-in types; of(cfg) holds them and
+/// the usable mixer plugins on cfg's search path. Both live for the process.
 class MixerRegistry {
  public:
-  /// The registry with the built-in mixers registered.
-  static const MixerRegistry& instance();
-  /// Adds a type. Throws DuplicateEntry (a std::logic_error) for a duplicate name or letter,
-  /// naming both types.
-  void add(MixerType type);
-  /// The type for a letter ('A') or a name ("attention"); nullptr if none.
+  /// The built-in mixer types (register_builtin_mixers), one registry per process.
+  static const MixerRegistry& builtin();
+  /// The built-in types and the mixer plugins on `cfg`'s search path (plugins.paths,
+  /// HYBRIDLAB_PLUGIN_PATH, the installation's folder), searched once per search path (each
+  /// library's code runs first in a supervised child). A plugin whose name or letter is taken (a
+  /// built-in type's, an earlier plugin's) is not used, and note() says so. Throws nothing: a
+  /// search that fails leaves the built-in types and says why in note(). A plugin type's read()
+  /// keeps its settings for its factory, which reads (and checks) them when the model is built,
+  /// through MixerBuildContext::host.
+  static const MixerRegistry& of(const Config& cfg);
+
+  /// An empty registry over `builtin` (the built-in types a search path's registry sits on;
+  /// nullptr for none).
+  explicit MixerRegistry(const MixerRegistry* builtin = nullptr) : builtin_(builtin) {}
+
+  /// Adds `type` from `origin` ("built in", a library path). Throws DuplicateEntry (a
+  /// std::logic_error) naming both types, their letters and origins when its name or its letter
+  /// is taken, here or among the built-in types.
+  void add(MixerType type, const std::string& origin);
+  /// The type for a letter ('A') or a name ("attention"); nullptr if none. A built-in type is the
+  /// same object in builtin() and in every of(cfg).
   const MixerType* find(const std::string& letter_or_name) const;
-  /// Every type, sorted by name.
-  std::vector<const MixerType*> types() const { return by_name_.entries(); }
-  /// "A (attention), G (gated_deltanet)" for messages.
+  /// Where the type called `name` came from: "built in" or its library's path ("" if none).
+  std::string origin(const std::string& name) const;
+  /// Every type: the built-in ones, then the plugins', each sorted by name.
+  std::vector<const MixerType*> types() const;
+  /// "A (attention), G (gated_deltanet), D (deltanet, plugin)" for messages.
   std::string names() const;
+  /// What is amiss among the plugins searched: a plugin not used and why, a library that crashed
+  /// ("" when nothing is).
+  const std::string& note() const { return note_; }
+  /// The mixer plugins found but not used, one line each naming both types and origins.
+  const std::vector<std::string>& unused() const { return unused_; }
+  /// When `letter_or_name` is the letter or name of a library set aside on the search path (its
+  /// record refused): which library and why ("" otherwise, and when a usable type has it).
+  std::string set_aside(const std::string& letter_or_name) const;
 
  private:
+  // The plugins of one search path, over the built-in types.
+  static std::unique_ptr<MixerRegistry> scan(const Config& cfg);
+
+  const MixerRegistry* builtin_;  // nullptr for builtin() itself
   Registry<MixerType> by_name_{"mixer type"};
   Registry<std::string> by_letter_{"mixer pattern letter"};  // letter -> type name
+  std::string note_;
+  std::vector<std::string> unused_;
+  std::vector<SetAsidePlugin> set_aside_;
 };
 
-/// Registers every built-in mixer type: one line per type. Called once by instance().
+/// Registers every built-in mixer type: one line per type. Called once by builtin().
 void register_builtin_mixers(MixerRegistry& registry);
-
-/// What find_plugin_mixer found.
-struct PluginMixerLookup {
-  const MixerType* type = nullptr;    ///< nullptr when no usable mixer plugin has the letter/name
-  std::vector<const MixerType*> all;  ///< every usable mixer plugin on the search path
-  std::string names;                  ///< "D (deltanet, plugin), ..." for messages ("" if none)
-  std::string note;  ///< what is amiss among the plugins (a clash, a crash), "" when nothing is
-  /// When no usable plugin has the key but a set-aside library does: which and why ("" if none).
-  std::string set_aside;
-};
-
-/// The mixer type that a mixer plugin on `cfg`'s plugin search path (plugins.paths,
-/// HYBRIDLAB_PLUGIN_PATH, the installation's folder) provides for `letter_or_name` (its pattern
-/// letter or its name). Plugins are searched once per search path and their types live for the
-/// process. A plugin whose letter or name is a built-in mixer's, or another plugin's, is not
-/// used, and the note says so. The type's read() keeps the plugin's settings for its factory,
-/// which reads (and checks) them when the model is built, through MixerBuildContext::host.
-PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& letter_or_name);
 
 // One MixerType per built-in mixer, each defined in its own file.
 MixerType attention_mixer_type();       // mixer_attention.cpp

@@ -1,10 +1,8 @@
-// Mixer types provided by mixer plugins (hybridlab/mixer.h): found through the plugin host by
-// pattern letter or name, and built through it. Their settings are the plugin's to read.
+// Mixer types provided by mixer plugins (hybridlab/mixer.h): the registry of a search path, over
+// the built-in types, and building them through the plugin host. Their settings are the
+// plugin's to read.
 
 #include <fmt/format.h>
-
-#include <map>
-#include <mutex>
 
 #include "model/mixer.h"
 
@@ -55,75 +53,30 @@ MixerType plugin_mixer_type(const PluginRecord& r) {
   return t;
 }
 
-// The mixer plugins of one search path, as types, with what is amiss among them.
-struct PluginMixerTable {
-  std::vector<std::unique_ptr<MixerType>> types;
-  std::string note;
-  std::vector<SetAsidePlugin> set_aside;  ///< mixer plugins whose records are refused
-};
+}  // namespace
 
-PluginMixerTable scan(const Config& cfg) {
-  PluginMixerTable table;
-  const MixerRegistry& builtin = MixerRegistry::instance();
+std::unique_ptr<MixerRegistry> MixerRegistry::scan(const Config& cfg) {
+  std::unique_ptr<MixerRegistry> r(new MixerRegistry(&builtin()));
   std::vector<std::string> notes;
   try {
     auto host = make_plugin_host_unchecked(cfg);
-    for (const PluginRecord& r : host->plugins()) {
-      if (r.kind != kPluginKindMixer) continue;
-      const std::string letter(1, r.letter);
-      const MixerType* clash = builtin.find(letter);
-      if (!clash) clash = builtin.find(r.name);
-      for (const auto& t : table.types)
-        if (!clash && (t->letter == r.letter || t->name == r.name)) clash = t.get();
-      if (clash) {
-        notes.push_back(fmt::format(
-            "mixer plugin '{}' (letter {}, {}) is not used: '{}' (letter {}) has its {}", r.name,
-            letter, r.file, clash->name, clash->letter,
-            clash->letter == r.letter ? "letter" : "name"));
-        continue;
+    for (const PluginRecord& rec : host->plugins()) {
+      if (rec.kind != kPluginKindMixer) continue;
+      try {
+        r->add(plugin_mixer_type(rec), rec.file);
+      } catch (const DuplicateEntry& e) {
+        r->unused_.push_back(std::string("mixer plugin ") + e.what());
+        notes.push_back(r->unused_.back());
       }
-      table.types.push_back(std::make_unique<MixerType>(plugin_mixer_type(r)));
     }
     for (const std::string& b : host->broken_plugins()) notes.push_back(b);
     for (const SetAsidePlugin& a : host->set_aside_plugins())
-      if (a.kind == kPluginKindMixer) table.set_aside.push_back(a);
+      if (a.kind == kPluginKindMixer) r->set_aside_.push_back(a);
   } catch (const std::exception& e) {
     notes.push_back(std::string("searching the mixer plugins failed: ") + e.what());
   }
-  for (const std::string& n : notes) table.note += (table.note.empty() ? "" : "; ") + n;
-  return table;
-}
-
-}  // namespace
-
-PluginMixerLookup find_plugin_mixer(const Config& cfg, const std::string& key) {
-  static std::mutex mu;
-  static auto* tables = new std::map<std::string, PluginMixerTable>();  // by search path
-  std::string search;
-  for (const std::string& p : make_plugin_host_unchecked(cfg)->search_path()) search += p + ":";
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = tables->find(search);
-  if (it == tables->end()) it = tables->emplace(search, scan(cfg)).first;
-  PluginMixerLookup out;
-  out.note = it->second.note;
-  for (const auto& t : it->second.types) {
-    out.all.push_back(t.get());
-    out.names +=
-        fmt::format("{}{} ({}, plugin)", out.names.empty() ? "" : ", ", t->letter, t->name);
-    if (!out.type && (t->name == key || (key.size() == 1 && key[0] == t->letter))) {
-      out.type = t.get();
-    }
-  }
-  // A set-aside library is named only when the key is its letter or name: the others work.
-  for (const SetAsidePlugin& a : it->second.set_aside) {
-    if (out.type || !(a.name == key || (key.size() == 1 && a.letter != 0 && key[0] == a.letter)))
-      continue;
-    out.set_aside =
-        fmt::format("mixer plugin '{}'{} is set aside: {}", a.file,
-                    a.letter ? fmt::format(" (letter {})", a.letter) : std::string(), a.reason);
-    break;
-  }
-  return out;
+  for (const std::string& n : notes) r->note_ += (r->note_.empty() ? "" : "; ") + n;
+  return r;
 }
 
 }  // namespace hybridlab

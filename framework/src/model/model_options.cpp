@@ -58,29 +58,28 @@ std::string letter_error(char letter, size_t count, size_t first, size_t length)
                      count, length, first);
 }
 
-// Mixer types by letter or name: the built-ins first, the mixer plugins only for a key no
-// built-in has, so that a model of built-in mixers runs no plugin code while it is read.
+// Mixer types by letter or name: the built-ins first, the registry with the mixer plugins only
+// for a key no built-in has, so that a model of built-in mixers runs no plugin code while it is
+// read.
 class MixerLookup {
  public:
   explicit MixerLookup(Config cfg) : cfg_(std::move(cfg)) {}
-  const MixerRegistry& registry() const { return registry_; }
+  const MixerRegistry& builtin() const { return MixerRegistry::builtin(); }
 
   const MixerType* find(const std::string& key) {
-    if (const MixerType* t = registry_.find(key)) return t;
-    plugins_ = find_plugin_mixer(cfg_, key);
-    searched_ = true;
+    if (const MixerType* t = builtin().find(key)) return t;
+    if (!all_) all_ = &MixerRegistry::of(cfg_);
     // Kept across lookups: the message for an unknown letter is composed after all of them.
-    if (!plugins_.set_aside.empty() && set_aside_.find(plugins_.set_aside) == std::string::npos) {
-      set_aside_ += (set_aside_.empty() ? "" : "; ") + plugins_.set_aside;
-    }
-    return plugins_.type;
+    const std::string aside = all_->set_aside(key);
+    if (!aside.empty() && set_aside_.find(aside) == std::string::npos)
+      set_aside_ += (set_aside_.empty() ? "" : "; ") + aside;
+    return all_->find(key);
   }
 
   // "A (attention), G (gated_deltanet), D (deltanet, plugin)" and what is amiss among plugins.
   std::string known() const {
-    std::string k = registry_.names();
-    if (searched_ && !plugins_.names.empty()) k += ", " + plugins_.names;
-    if (searched_ && !plugins_.note.empty()) k += " (" + plugins_.note + ")";
+    std::string k = all_ ? all_->names() : builtin().names();
+    if (all_ && !all_->note().empty()) k += " (" + all_->note() + ")";
     if (!set_aside_.empty()) k += "; " + set_aside_;
     return k;
   }
@@ -96,10 +95,8 @@ class MixerLookup {
 
  private:
   Config cfg_;
-  const MixerRegistry& registry_ = MixerRegistry::instance();
-  PluginMixerLookup plugins_;
-  bool searched_ = false;
-  std::string set_aside_;  // set-aside libraries that had a key looked up, and why
+  const MixerRegistry* all_ = nullptr;  // MixerRegistry::of(cfg_), once a key needs the plugins
+  std::string set_aside_;               // set-aside libraries that had a key looked up, and why
 };
 
 // The types of `letters`, each unknown letter reported once at `where`.`key` (however often it
@@ -175,7 +172,7 @@ void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, 
                         ModelOptions& o) {
   const ModelDims dims{o.d_model, o.fused_kernels};
   std::map<const MixerType*, std::any> base;
-  for (const MixerType* type : lookup.registry().types()) {
+  for (const MixerType* type : lookup.builtin().types()) {
     const MixerType& t = *type;
     bool used = false;
     for (const MixerType* u : types) used = used || u == &t;
@@ -185,7 +182,7 @@ void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, 
     if (!base.count(t)) base[t] = t->read(s.child(t->name), dims, nullptr);
   }
   for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
-    if (key.size() < 2 || is_model_key(key) || lookup.registry().find(key)) continue;
+    if (key.size() < 2 || is_model_key(key) || lookup.builtin().find(key)) continue;
     if (const MixerType* t = lookup.find(key); t && !base.count(t)) {
       base[t] = t->read(s.child(t->name), dims, nullptr);
       o.unused_plugin_mixers.push_back(LayerSpec{t, base[t], false});

@@ -37,20 +37,37 @@ TEST_CASE("registry: duplicates name both origins, unknown names get the nearest
 }
 
 TEST_CASE("registry: mixer types by name and letter, tasks", "[registry]") {
-  MixerRegistry m;
-  register_builtin_mixers(m);
-  REQUIRE(m.find("A") == m.find("attention"));
-  REQUIRE(m.find("G")->name == "gated_deltanet");
-  REQUIRE(m.find("Q") == nullptr);
-  REQUIRE(m.names() == "A (attention), G (gated_deltanet)");
+  const MixerRegistry& b = MixerRegistry::builtin();
+  REQUIRE(b.find("A") == b.find("attention"));
+  REQUIRE(b.find("G")->name == "gated_deltanet");
+  REQUIRE(b.find("Q") == nullptr);
+  REQUIRE(b.names() == "A (attention), G (gated_deltanet)");
+  REQUIRE(b.origin("attention") == "built in");
+  // A search path's registry over the built-in types: one lookup for both, a clash names both.
+  MixerRegistry m(&b);
   MixerType clash = attention_mixer_type();
   clash.name = "attention2";  // a new name with a taken letter
-  REQUIRE_THROWS_WITH(m.add(clash), Contains("two mixer pattern letters are named 'A'") &&
-                                        Contains("mixer type 'attention'") &&
-                                        Contains("mixer type 'attention2'"));
-  REQUIRE_THROWS_WITH(m.add(gated_deltanet_mixer_type()),
-                      Contains("two mixer types are named 'gated_deltanet'"));
-  REQUIRE(m.types().size() == 2);
+  REQUIRE_THROWS_WITH(m.add(clash, "/p/a2.so"),
+                      Contains("'attention2' (letter A, /p/a2.so) is not used: 'attention' "
+                               "(letter A, built in) has its letter"));
+  REQUIRE_THROWS_WITH(m.add(gated_deltanet_mixer_type(), "/p/g.so"),
+                      Contains("'gated_deltanet' (letter G, built in) has its name"));
+  MixerType mine = attention_mixer_type();
+  mine.name = "mine";
+  mine.letter = 'Y';
+  mine.plugin_file = "/p/mine.so";
+  m.add(mine, "/p/mine.so");
+  REQUIRE(m.find("Y")->name == "mine");
+  REQUIRE(m.find("A") == b.find("A"));  // the built-in type itself, not a copy
+  REQUIRE(m.origin("mine") == "/p/mine.so");
+  REQUIRE(m.origin("gated_deltanet") == "built in");
+  REQUIRE(m.names() == "A (attention), G (gated_deltanet), Y (mine, plugin)");
+  MixerType other = mine;
+  other.name = "other";
+  REQUIRE_THROWS_WITH(m.add(other, "/p/o.so"),
+                      Contains("'mine' (letter Y, /p/mine.so) has its letter"));
+  REQUIRE(m.types().size() == 3);
+  REQUIRE(b.types().size() == 2);
 
   const std::vector<std::string> all = {"algorithmic",  "compression",  "copy",
                                         "flip_flop",    "fuzzy_recall", "in_context_recall",
