@@ -88,7 +88,7 @@ void run(benchmark::State& state, const std::string& task_yaml) {
     auto m = build_model(*exp.model, *host, ModelBuildContext{128, 128});
     TrainerHooks quiet;
     quiet.quiet = true;
-    const TrainSummary s = train(*m, *exp.task, exp, dir.string(), quiet);
+    const TrainSummary s = train(*m, *exp.task, exp, RunFolder(dir.string()), quiet);
     tokens += s.tokens_per_s * s.wall_s;
     wall += s.wall_s;
     model += s.model_s;
@@ -172,7 +172,7 @@ std::pair<double, double> train_once(const StepConfig& c, bool fused, const fs::
   const int threads_before = at::get_num_threads();
   at::set_num_threads(threads);
   set_blas_threads(threads);
-  train(*m, *exp.task, exp, dir.string(), quiet);
+  train(*m, *exp.task, exp, RunFolder(dir.string()), quiet);
   at::set_num_threads(threads_before);
   set_blas_threads(threads_before);
   const double tokens_per_s = steady_tokens_per_s(dir);

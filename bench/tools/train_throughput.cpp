@@ -81,7 +81,7 @@ Timed measure(const std::string& path, const std::vector<std::string>& overrides
   TrainerHooks quiet;
   quiet.quiet = true;
   try {
-    train(*b.model, *exp.task, exp, dir.string(), quiet);
+    train(*b.model, *exp.task, exp, RunFolder(dir.string()), quiet);
   } catch (...) {
     fs::remove_all(dir);
     throw;

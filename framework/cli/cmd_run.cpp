@@ -17,6 +17,7 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/report.h"
 #include "hybridlab/run.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/sweep.h"
 #include "hybridlab/trainer.h"
 #include "util/fault_context.h"

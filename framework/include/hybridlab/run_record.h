@@ -163,14 +163,29 @@ class RunFolder {
   std::string dir_;
 };
 
-/// One line of metrics.jsonl: what the trainer logged at one step.
+/// One line of metrics.jsonl: a training step's figures, or an evaluation during training
+/// (train.eval_every). metrics_line() writes it and read_metrics() reads it: the one place its
+/// keys are named.
 struct MetricsRow {
-  int64_t step = 0;
-  bool has_loss = false;    ///< the line has a `loss` key
-  double loss = 0;          ///< train loss (nats/token); NaN when logged as null (a diverged step)
-  double tokens_per_s = 0;  ///< the step's throughput; 0 when not logged
-  std::string line;         ///< the line as written (kept when the file is rewritten)
+  int64_t step = 0;             ///< steps done when the line was written (from 1)
+  bool has_loss = false;        ///< a training step's line (it has a `loss` key)
+  double loss = 0;              ///< train loss (nats/token); NaN when logged as null (diverged)
+  double lr = 0;                ///< the step's learning rate
+  double grad_norm = 0;         ///< the gradient norm before clipping
+  double tokens_per_s = 0;      ///< the step's throughput; 0 when not logged
+  double time_s = 0;            ///< seconds since training (re)started
+  int64_t ranks = 0;            ///< data parallel: the number of ranks (0: one process)
+  double allreduce_wait_s = 0;  ///< data parallel: seconds the step waited for the all-reduce
+  int64_t eval_length = 0;      ///< an evaluation's line: the length it scored (tokens), else 0
+  std::map<std::string, double> eval;  ///< its metrics by name (the `eval_<name>` keys)
+  std::string line;  ///< the line as read (kept when the file is rewritten); "" when built
 };
+
+/// The JSON object of `row` on one line (no newline, keys sorted): `step`, then `loss`, `lr`,
+/// `grad_norm`, `tokens_per_s`, `time_s` (and `ranks`, `allreduce_wait_s` when ranks > 0) for a
+/// training step (has_loss), or `eval_length` and `eval_<metric>` for an evaluation. A NaN loss
+/// is written as null. Throws nothing.
+std::string metrics_line(const MetricsRow& row);
 
 /// Every well-formed line of a metrics.jsonl at `path`, in file order: a half-written last line
 /// (a killed run) or a line that is not a JSON object is skipped; a missing file has no rows.

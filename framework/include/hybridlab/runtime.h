@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -146,5 +147,17 @@ const char* blas_threading_name(BlasThreading t);
 /// Both of the above: the process-wide CPU settings every hybridlab program starts with (the CLI,
 /// the test and bench mains, apply_runtime). Call at startup, before tensor work on other threads.
 void prepare_process();
+
+/// Installs SIGINT/SIGTERM handlers that set stop_requested(): training checkpoints at the next
+/// step and throws Interrupted (hybridlab/trainer.h), the scheduler stops starting runs. With
+/// `second_signal_exits`, a second signal exits at once (code 128 + signal: a second Ctrl-C at a
+/// terminal). A process started by another hybridlab process (a sweep's run, a data-parallel rank)
+/// passes false: a cluster signals the parent and the child together (SLURM, systemd, timeout) and
+/// the parent forwards its own, so two signals are one stop request there, and only SIGKILL ends it
+/// before its checkpoint. SIGPIPE (the reader of stdout or stderr is gone) is a stop too: both
+/// streams are sent to /dev/null and the run checkpoints and records `interrupted`.
+void install_stop_handlers(bool second_signal_exits = true);
+/// Whether a stop was requested (also settable by tests).
+std::atomic<bool>& stop_requested();
 
 }  // namespace hybridlab

@@ -19,6 +19,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
+#include "hybridlab/run_record.h"
 
 namespace hybridlab {
 
@@ -50,18 +51,6 @@ class CheckpointUnreadable : public UserError {
   std::string path_, reason_;
 };
 
-/// Installs SIGINT/SIGTERM handlers that set stop_requested(): training checkpoints at the next
-/// step and throws Interrupted. With `second_signal_exits`, a second signal exits at once (code
-/// 128 + signal: a second Ctrl-C at a terminal). A process started by another hybridlab process
-/// (a sweep's run, a data-parallel rank) passes false: a cluster signals the parent and the child
-/// together (SLURM, systemd, timeout) and the parent forwards its own, so two signals are one
-/// stop request there, and only SIGKILL ends it before its checkpoint. SIGPIPE (the reader of
-/// stdout or stderr is gone) is a stop too: both streams are sent to /dev/null and the run
-/// checkpoints and records `interrupted`.
-void install_stop_handlers(bool second_signal_exits = true);
-/// Whether a stop was requested (also settable by tests).
-std::atomic<bool>& stop_requested();
-
 /// The learning rate at `step` (0-based): linear warmup from lr/warmup to lr over warmup_steps,
 /// then cosine decay to lr*min_lr_ratio at `steps` (Loshchilov & Hutter 2017, SGDR eq. 5 without
 /// restarts).
@@ -86,9 +75,10 @@ struct TrainerHooks {
   bool quiet = false;  ///< no progress output
 };
 
-/// Trains `model` on `task` per `exp.train`, in `run_dir`, resuming from run_dir/checkpoint if
-/// there is one. Throws Interrupted (checkpoint written), TrainingDiverged, UserError for an
-/// unwritable folder, DataError from the task.
+/// Trains `model` on `task` per `exp.train` in the run folder `folder` (its metrics.jsonl and
+/// checkpoint/, RunFolder's layout), resuming from its checkpoint if there is one. Throws
+/// Interrupted (checkpoint written), TrainingDiverged, UserError for an unwritable folder,
+/// DataError from the task.
 ///
 /// With `group` (world size W > 1), this is one rank of a data-parallel run: every rank draws the
 /// same global batch of train.batch_size sequences (a function of seed and step) and trains on
@@ -101,9 +91,8 @@ struct TrainerHooks {
 /// A stop request on any rank stops all of them after the same step. Throws ConfigError when W
 /// does not divide train.batch_size, UserError when the ranks resume from different steps,
 /// RankLost when another rank is gone.
-TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
-                   const std::string& run_dir, const TrainerHooks& hooks = {},
-                   ProcessGroup* group = nullptr);
+TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp, const RunFolder& folder,
+                   const TrainerHooks& hooks = {}, ProcessGroup* group = nullptr);
 
 /// Loads the run's trained weights into `model`: run_dir/checkpoint/weights.safetensors when
 /// training wrote it (at its end; streamed, about the model's size in memory), else

@@ -13,6 +13,7 @@
 #include "hybridlab/analysis.h"
 #include "hybridlab/error.h"
 #include "hybridlab/run_record.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 

@@ -12,6 +12,7 @@
 
 #include "hybridlab/distributed.h"
 #include "hybridlab/run.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 #include "run/build.h"
 #include "run/init_from.h"
@@ -161,7 +162,7 @@ TrainSummary train_run(const RunFolder& folder, BuiltRun& b, const ExecuteOption
   TrainerHooks hooks;
   hooks.quiet = opts.quiet;
   hooks.stop_after = opts.stop_after;
-  return train(*b.model, *b.exp.task, b.exp, folder.dir(), hooks, opts.group);
+  return train(*b.model, *b.exp.task, b.exp, folder, hooks, opts.group);
 }
 
 }  // namespace

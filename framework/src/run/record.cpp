@@ -142,6 +142,34 @@ std::string run_state_name(RunState s) {
   return "new";
 }
 
+std::string metrics_line(const MetricsRow& row) {
+  json j = {{"step", row.step}};
+  if (row.has_loss) {
+    j["loss"] = row.loss;  // NaN dumps as null
+    j["lr"] = row.lr;
+    j["grad_norm"] = row.grad_norm;
+    j["tokens_per_s"] = row.tokens_per_s;
+    j["time_s"] = row.time_s;
+    if (row.ranks > 0) {
+      j["ranks"] = row.ranks;
+      j["allreduce_wait_s"] = row.allreduce_wait_s;
+    }
+  }
+  if (row.eval_length > 0) {
+    j["eval_length"] = row.eval_length;
+    for (const auto& [name, value] : row.eval) j["eval_" + name] = value;
+  }
+  return j.dump();
+}
+
+namespace {
+
+double number(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+}  // namespace
+
 std::vector<MetricsRow> read_metrics(const std::string& path) {
   std::vector<MetricsRow> rows;
   std::ifstream in(path);
@@ -155,8 +183,17 @@ std::vector<MetricsRow> read_metrics(const std::string& path) {
       r.step = j.value("step", int64_t{0});
       r.has_loss = j.contains("loss");
       if (r.has_loss) r.loss = j["loss"].is_number() ? j["loss"].get<double>() : NAN;
-      if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
-        r.tokens_per_s = j["tokens_per_s"].get<double>();
+      r.lr = number(j, "lr");
+      r.grad_norm = number(j, "grad_norm");
+      r.tokens_per_s = number(j, "tokens_per_s");
+      r.time_s = number(j, "time_s");
+      r.ranks = static_cast<int64_t>(number(j, "ranks"));
+      r.allreduce_wait_s = number(j, "allreduce_wait_s");
+      r.eval_length = static_cast<int64_t>(number(j, "eval_length"));
+      for (const auto& [key, value] : j.items()) {
+        if (key.rfind("eval_", 0) == 0 && key != "eval_length" && value.is_number())
+          r.eval[key.substr(5)] = value.get<double>();
+      }
       r.line = line;
       rows.push_back(std::move(r));
     } catch (const std::exception&) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "hybridlab/distributed.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 #include "run/child_process.h"
 #include "run/preflight.h"

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "hybridlab/run.h"
+#include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
 
 namespace hybridlab {

@@ -5,15 +5,11 @@
 #include "hybridlab/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +28,6 @@
 
 namespace hybridlab {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 Interrupted::~Interrupted() = default;
 TrainingDiverged::~TrainingDiverged() = default;
@@ -44,37 +39,7 @@ CheckpointUnreadable::CheckpointUnreadable(std::string path, std::string reason)
       reason_(std::move(reason)) {}
 CheckpointUnreadable::~CheckpointUnreadable() = default;
 
-std::atomic<bool>& stop_requested() {
-  static std::atomic<bool> flag{false};
-  return flag;
-}
-
 namespace {
-
-std::atomic<bool> second_signal_exits{true};
-
-void on_stop_signal(int sig) {
-  // A second Ctrl-C while the checkpoint is written exits at once (where the caller wants it).
-  if (stop_requested().exchange(true) && second_signal_exits.load()) _exit(128 + sig);
-}
-
-// The reader of stdout or stderr went away (`| head`, a closed terminal's pipe): a stop like
-// SIGTERM, never an exit on its own. Both streams go to /dev/null first, so the stop's
-// checkpoint and records are not cut short by the next progress line (open and dup2 are
-// async-signal-safe).
-void on_broken_pipe(int) {
-  const int null_fd = ::open("/dev/null", O_WRONLY);
-  if (null_fd >= 0) {
-    ::dup2(null_fd, STDOUT_FILENO);
-    ::dup2(null_fd, STDERR_FILENO);
-    ::close(null_fd);
-  }
-  stop_requested().store(true);
-}
-
-std::string checkpoint_path(const std::string& run_dir) {
-  return (fs::path(run_dir) / "checkpoint" / "state.pt").string();
-}
 
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -98,7 +63,7 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(LanguageModel& model, const 
 }
 
 void save_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt, int64_t step,
-                     const std::string& run_dir) {
+                     const RunFolder& folder) {
   torch::serialize::OutputArchive top, m, o;
   model.save(m);
   opt.save(o);
@@ -106,7 +71,7 @@ void save_checkpoint(LanguageModel& model, torch::optim::Optimizer& opt, int64_t
   top.write("optimizer", o);
   top.write("step", torch::tensor(step, torch::kLong));
   top.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  const std::string path = checkpoint_path(run_dir);
+  const std::string path = folder.checkpoint_path();
   // Serialized to memory first, then written by write_file_atomic: a full disk is then an
   // error from one checked write (temp file removed, free space named) instead of a failure
   // inside LibTorch's file writer, which aborts the process.
@@ -168,19 +133,6 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 }  // namespace
 
-void install_stop_handlers(bool second_exits) {
-  second_signal_exits.store(second_exits);
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  struct sigaction pipe {};
-  pipe.sa_handler = on_broken_pipe;
-  sigemptyset(&pipe.sa_mask);
-  sigaction(SIGPIPE, &pipe, nullptr);
-}
-
 double learning_rate(const TrainOptions& o, int64_t step) {
   if (o.warmup_steps > 0 && step < o.warmup_steps) {
     return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
@@ -193,7 +145,7 @@ double learning_rate(const TrainOptions& o, int64_t step) {
 
 int64_t load_model_checkpoint(LanguageModel& model, const std::string& run_dir,
                               const std::string& model_origin) {
-  const std::string path = checkpoint_path(run_dir);
+  const std::string path = RunFolder(run_dir).checkpoint_path();
   require_plain_file(path);
   if (!fs::exists(path)) return -1;
   const std::string origin =
@@ -301,12 +253,14 @@ std::unique_ptr<GradientReducer> join_ranks(ProcessGroup& group, int64_t start,
 // examples; the line goes to metrics.jsonl through `log_line` and the progress.
 void evaluate_during_training(LanguageModel& model, Task& task, const Experiment& exp,
                               ProcessGroup* group, int64_t step,
-                              const std::function<void(const json&)>& log_line,
+                              const std::function<void(const MetricsRow&)>& log_line,
                               Progress& progress) {
   const LengthResult r = evaluate_length(model, task, exp.eval, task.seq_len(),
                                          exp.eval.examples_during_training, group);
-  json ev = {{"step", step}, {"eval_length", r.length}};
-  for (const auto& [k, v] : r.metrics) ev["eval_" + k] = v;
+  MetricsRow ev;
+  ev.step = step;
+  ev.eval_length = r.length;
+  ev.eval = {r.metrics.begin(), r.metrics.end()};
   log_line(ev);
   progress.note(fmt::format("step {} eval@{} {} {:.4f}", step, r.length, task.primary_metric(),
                             r.metrics.at(task.primary_metric())));
@@ -399,18 +353,20 @@ double global_loss(const torch::Tensor& loss, GradientReducer* reducer, ProcessG
 
 // One metrics.jsonl line of a training step. Data parallel (`reducer` set): the ranks and the
 // seconds this step waited for the all-reduce (`waited_before`: the total before it, updated).
-json step_line(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s,
-               double time_s, const GradientReducer* reducer, int64_t world,
-               double& waited_before) {
-  json line = {{"step", step},
-               {"loss", loss},
-               {"lr", lr},
-               {"grad_norm", grad_norm},
-               {"tokens_per_s", tokens_per_s},
-               {"time_s", time_s}};
+MetricsRow step_line(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s,
+                     double time_s, const GradientReducer* reducer, int64_t world,
+                     double& waited_before) {
+  MetricsRow line;
+  line.step = step;
+  line.has_loss = true;
+  line.loss = loss;
+  line.lr = lr;
+  line.grad_norm = grad_norm;
+  line.tokens_per_s = tokens_per_s;
+  line.time_s = time_s;
   if (reducer) {
-    line["ranks"] = world;
-    line["allreduce_wait_s"] = reducer->wait_seconds() - waited_before;
+    line.ranks = world;
+    line.allreduce_wait_s = reducer->wait_seconds() - waited_before;
     waited_before = reducer->wait_seconds();
   }
   return line;
@@ -431,9 +387,9 @@ class MetricsLog {
   }
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  void write(const json& j) {
+  void write(const MetricsRow& row) {
     if (!file_) return;
-    std::fputs((j.dump() + "\n").c_str(), file_);
+    std::fputs((metrics_line(row) + "\n").c_str(), file_);
     std::fflush(file_);
   }
 
@@ -489,16 +445,17 @@ RankPlace rank_of(ProcessGroup* group, int64_t batch_size) {
 
 }  // namespace
 
-TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
-                   const std::string& run_dir, const TrainerHooks& hooks, ProcessGroup* group) {
+TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp, const RunFolder& folder,
+                   const TrainerHooks& hooks, ProcessGroup* group) {
+  const std::string& run_dir = folder.dir();
   const TrainOptions& o = exp.train;
   TrainSummary summary;
   const auto params = model.parameters();
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
   auto opt = make_optimizer(model, o);
   const auto [parallel, world, rank, writer] = rank_of(group, o.batch_size);
-  const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
-  const std::string ckpt = checkpoint_path(run_dir);
+  const std::string metrics_path = folder.metrics_path();
+  const std::string ckpt = folder.checkpoint_path();
   // Appending through a link would write out of the runs folder; reading a pipe would block.
   require_plain_file(metrics_path);
   require_plain_file(ckpt);
@@ -511,7 +468,9 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
       fs::exists(ckpt) ? fmt::format("'{}' (step {})", ckpt, start) : "none yet";
   // Rank 0 logs; the other ranks of a data-parallel run write nothing.
   MetricsLog metrics(writer ? metrics_path : std::string());
-  const std::function<void(const json&)> log_line = [&metrics](const json& j) { metrics.write(j); };
+  const std::function<void(const MetricsRow&)> log_line = [&metrics](const MetricsRow& row) {
+    metrics.write(row);
+  };
 
   Progress progress(o.steps, start, hooks.quiet || !writer, o.log_every);
   if (start > 0) progress.note(fmt::format("resuming from step {} ('{}')", start, ckpt));
@@ -524,7 +483,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
   for (; step < o.steps; ++step) {
     const bool stop = parallel ? stop_agreed : stop_requested().load();
     if (stop || (hooks.stop_after > 0 && step - start >= hooks.stop_after)) {
-      if (writer) save_checkpoint(model, *opt, step, run_dir);
+      if (writer) save_checkpoint(model, *opt, step, folder);
       progress.finish();
       throw Interrupted(
           fmt::format("stopped at step {}; checkpoint written to '{}'; rerun the same "
@@ -553,12 +512,12 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp,
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps)
       evaluate_during_training(model, task, exp, group, step + 1, log_line, progress);
     if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) {
-      if (writer) save_checkpoint(model, *opt, step + 1, run_dir);
+      if (writer) save_checkpoint(model, *opt, step + 1, folder);
       last_ckpt_text = fmt::format("'{}' (step {})", ckpt, step + 1);
     }
   }
   if (writer) {
-    save_checkpoint(model, *opt, step, run_dir);
+    save_checkpoint(model, *opt, step, folder);
     save_weights(model, step, run_dir);  // what eval, analyze and export read (weights_file.h)
   }
   progress.finish();

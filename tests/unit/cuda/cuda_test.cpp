@@ -297,7 +297,7 @@ TEST_CASE("cuda: training steps and evaluation of a small hybrid with runtime.de
     quiet.quiet = true;
     const fs::path dir = root / device;
     std::fprintf(stderr, "  [%s] training\n", device.c_str());
-    train(*b.model, *b.exp.task, b.exp, dir.string(), quiet);
+    train(*b.model, *b.exp.task, b.exp, RunFolder(dir.string()), quiet);
     std::fprintf(stderr, "  [%s] evaluating\n", device.c_str());
     const LengthResult r = evaluate_length(*b.model, *b.exp.task, b.exp.eval, 64, 16);
     return std::make_pair(losses(dir), r.metrics);

@@ -110,7 +110,7 @@ TEST_CASE("distributed: 2 ranks x batch B/2 train the parameters of 1 process x 
   jobtest::TempDir one_dir, dp_dir;
   std::unique_ptr<PluginHost> h1;
   auto single = model_for(e, h1);
-  const TrainSummary s1 = train(*single, *e.task, e, one_dir.str(), quiet);
+  const TrainSummary s1 = train(*single, *e.task, e, RunFolder(one_dir.str()), quiet);
   REQUIRE(s1.steps == 20);
 
   std::vector<std::shared_ptr<LanguageModel>> ranks(2);
@@ -127,7 +127,7 @@ TEST_CASE("distributed: 2 ranks x batch B/2 train the parameters of 1 process x 
   std::vector<TrainSummary> sums(2);
   on_ranks(2, [&](ProcessGroup& g) {
     const auto r = static_cast<size_t>(g.rank());
-    sums[r] = train(*ranks[r], *exps[r].task, exps[r], dp_dir.str(), quiet, &g);
+    sums[r] = train(*ranks[r], *exps[r].task, exps[r], RunFolder(dp_dir.str()), quiet, &g);
   });
   // The ranks agree exactly (identical all-reduced gradients and AdamW steps) ...
   CHECK(max_relative_difference(*ranks[0], *ranks[1]) == 0.0);
@@ -165,7 +165,7 @@ TEST_CASE("distributed: a run stopped on 2 ranks resumes on 1 to the same parame
   jobtest::TempDir one_dir, mixed_dir;
   std::unique_ptr<PluginHost> h1, h2;
   auto single = model_for(e, h1);
-  train(*single, *e.task, e, one_dir.str(), quiet);
+  train(*single, *e.task, e, RunFolder(one_dir.str()), quiet);
 
   std::vector<Experiment> exps = {tiny(train_yaml), tiny(train_yaml)};
   std::vector<std::unique_ptr<PluginHost>> hosts(2);
@@ -180,14 +180,14 @@ TEST_CASE("distributed: a run stopped on 2 ranks resumes on 1 to the same parame
     TrainerHooks stop = quiet;
     stop.stop_after = 5;
     try {
-      train(*ranks[r], *exps[r].task, exps[r], mixed_dir.str(), stop, &g);
+      train(*ranks[r], *exps[r].task, exps[r], RunFolder(mixed_dir.str()), stop, &g);
     } catch (const Interrupted&) {
       stopped[r] = 1;
     }
   });
   CHECK(stopped == std::vector<int>{1, 1});
   auto resumed = model_for(e, h2);
-  const TrainSummary s = train(*resumed, *e.task, e, mixed_dir.str(), quiet);
+  const TrainSummary s = train(*resumed, *e.task, e, RunFolder(mixed_dir.str()), quiet);
   CHECK(s.resumed_from == 5);
   CHECK(max_relative_difference(*resumed, *single) < 1e-5);
 }

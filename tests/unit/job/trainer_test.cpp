@@ -72,18 +72,18 @@ TEST_CASE("resume: a killed run resumed equals an uninterrupted run", "[job][tra
   std::unique_ptr<PluginHost> ha, hb, hc;
   auto ma = model_for(e, ha);
   e.task->prepare({32, 64});
-  const TrainSummary full = train(*ma, *e.task, e, a.str(), quiet);
+  const TrainSummary full = train(*ma, *e.task, e, RunFolder(a.str()), quiet);
   REQUIRE(full.steps == 12);
 
   auto mb = model_for(e, hb);
   TrainerHooks kill = quiet;
   kill.stop_after = 5;  // "killed" after 5 steps (the stop path writes a checkpoint at step 5)
-  REQUIRE_THROWS_AS(train(*mb, *e.task, e, b.str(), kill), Interrupted);
+  REQUIRE_THROWS_AS(train(*mb, *e.task, e, RunFolder(b.str()), kill), Interrupted);
   REQUIRE(fs::exists(b.path / "checkpoint" / "state.pt"));
   // A fresh process: a new model with a different init, resumed from the checkpoint.
   torch::manual_seed(999);
   auto mc = build_model(*e.model, *(hc = make_plugin_host(e.config)), ModelBuildContext{32, 64});
-  const TrainSummary resumed = train(*mc, *e.task, e, b.str(), quiet);
+  const TrainSummary resumed = train(*mc, *e.task, e, RunFolder(b.str()), quiet);
   REQUIRE(resumed.resumed_from == 5);
   REQUIRE(resumed.steps == 12);
   const auto pa = ma->named_parameters(), pc = mc->named_parameters();
@@ -122,7 +122,7 @@ TEST_CASE("weights file: a model of another shape or a damaged file is refused b
   std::unique_ptr<PluginHost> h;
   auto m = model_for(e, h);
   e.task->prepare({32, 64});
-  train(*m, *e.task, e, a.str(), quiet);
+  train(*m, *e.task, e, RunFolder(a.str()), quiet);
   const fs::path weights = a.path / "checkpoint" / "weights.safetensors";
   REQUIRE(fs::exists(weights));
   // A wider model: the first parameter that differs is named with both shapes.
@@ -145,7 +145,7 @@ TEST_CASE("training learns: mqar loss falls on a tiny model", "[job][train]") {
   e.task->prepare({32, 64});
   TrainerHooks q;
   q.quiet = true;
-  train(*m, *e.task, e, dir.str(), q);
+  train(*m, *e.task, e, RunFolder(dir.str()), q);
   const auto lines = loss_lines(dir.str());
   auto loss_of = [](const std::string& s) { return std::stod(s.substr(s.find(':') + 1)); };
   REQUIRE(loss_of(lines.back()) < loss_of(lines.front()) - 0.3);
@@ -197,7 +197,7 @@ TEST_CASE("precision bf16: autocast in the forward only, kernels in fp32, loss f
     e.task->prepare({32, 64});
     TrainerHooks q;
     q.quiet = true;
-    train(*m, *e.task, e, dir, q);
+    train(*m, *e.task, e, RunFolder(dir), q);
     std::vector<double> losses;
     for (const std::string& l : loss_lines(dir))
       losses.push_back(std::stod(l.substr(l.find(':') + 1)));
@@ -260,7 +260,7 @@ TEST_CASE("divergence: a NaN loss stops with the step and the last good checkpoi
   TrainerHooks q;
   q.quiet = true;
   try {
-    train(*m, *e.task, e, dir.str(), q);
+    train(*m, *e.task, e, RunFolder(dir.str()), q);
     FAIL("expected TrainingDiverged");
   } catch (const TrainingDiverged& err) {
     const std::string msg = err.what();
