@@ -1,8 +1,8 @@
 // Mixer plugins: the host finds, probes and builds them; the DeltaNet plugin's delta rule against
 // hand-derived values (reference notes, mixers_and_schemes_v2.md §2), its chunked form against its
 // recurrent one, decoding against the whole sequence, and its gradients against finite
-// differences; a conformance loop that every mixer plugin passes (causality, decode == forward,
-// finite gradients); a model of D and A layers read from YAML.
+// differences; a conformance loop that every registered mixer type passes, built-in and plugin
+// (causality, decode == forward, finite gradients); a model of D and A layers read from YAML.
 
 #include <torch/torch.h>
 
@@ -211,12 +211,23 @@ TEST_CASE("deltanet: the chunked layer equals the recurrent one, FD gradients", 
       8, 37, {"q_proj.weight", "k_conv", "o_norm_weight"}, fused);
 }
 
-TEST_CASE("mixer plugins conformance: causal, decode == forward, finite gradients", "[mixer]") {
+TEST_CASE("mixer conformance: every registered type, causal, decode == forward, finite gradients",
+          "[mixer]") {
   auto host = test::test_host();
-  for (const auto& r : test::discovered_mixers(*host)) {
-    CAPTURE(r.name);
+  // The registry of the default search path: the built-in types and the shipped plugins.
+  const MixerRegistry& registry = MixerRegistry::of(Config{});
+  REQUIRE(registry.types().size() >= 6);  // attention, gated_deltanet and four plugins
+  for (const MixerType* type : registry.types()) {
+    CAPTURE(type->name, registry.origin(type->name));
     torch::manual_seed(7);
-    auto m = make_mixer(*host, r.name, "{}", 32);
+    Config cfg = Config::parse("{}", "test.yaml");
+    const std::any options = type->read(cfg.root(), ModelDims{32}, nullptr);
+    REQUIRE(cfg.errors().empty());
+    MixerBuildContext ctx;
+    ctx.d_model = 32;
+    ctx.host = host.get();
+    ctx.lengths = ModelBuildContext(64, 64);
+    auto m = type->build(options, ctx);
     m->to(torch::kDouble);
     const int64_t T = 21;
     const torch::Tensor x = torch::randn({2, T, 32}, torch::kDouble);
