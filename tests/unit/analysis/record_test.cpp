@@ -7,7 +7,7 @@
 
 #include "analysis/write.h"
 #include "hybridlab/analysis.h"
-#include "unit/job/job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include "hybridlab/analysis.h"
 #include "hybridlab/report.h"
 #include "hybridlab/run_record.h"
-#include "unit/job/job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;

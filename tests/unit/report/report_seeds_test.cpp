@@ -14,7 +14,7 @@
 #include "hybridlab/report.h"
 #include "hybridlab/run_record.h"
 #include "hybridlab/sweep.h"
-#include "unit/job/job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;

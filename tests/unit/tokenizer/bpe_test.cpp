@@ -13,7 +13,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_file.h"
-#include "unit/job/job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab::tokenizer;
 using Ids = std::vector<int32_t>;

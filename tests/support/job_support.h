@@ -1,5 +1,6 @@
 #pragma once
-// Helpers of the main-job tests: temporary folders, tiny experiment configs.
+// Helpers of the tests of the main job (tasks, trainer, evaluation, sweeps, reports): temporary
+// folders, tiny experiment configs.
 
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
-#include "job_support.h"
+#include "support/job_support.h"
 #include "support/task_support.h"
 #include "tasks/text_corpus.h"
 

@@ -21,7 +21,7 @@
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/run.h"
 #include "hybridlab/trainer.h"
-#include "job_support.h"
+#include "support/job_support.h"
 #include "support/loopback_port.h"
 
 using namespace hybridlab;

@@ -11,7 +11,7 @@
 #include "hybridlab/evaluator.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
-#include "job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 

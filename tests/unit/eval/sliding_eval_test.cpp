@@ -9,7 +9,7 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
-#include "job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 

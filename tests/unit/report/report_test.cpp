@@ -9,7 +9,7 @@
 
 #include "hybridlab/report.h"
 #include "hybridlab/run_record.h"
-#include "job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/sweep.h"
-#include "job_support.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 

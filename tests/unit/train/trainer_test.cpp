@@ -14,7 +14,7 @@
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
-#include "job_support.h"
+#include "support/job_support.h"
 #include "model/model_options.h"
 
 using namespace hybridlab;
