@@ -10,7 +10,7 @@
 #include "cli_numbers.h"
 #include "commands.h"
 #include "hybridlab/plugin_host.h"
-#include "inspect/position_tables.h"
+#include "hybridlab/inspect.h"
 
 namespace hybridlab::cli {
 

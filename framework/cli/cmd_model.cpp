@@ -10,7 +10,7 @@
 
 #include "cli_numbers.h"
 #include "commands.h"
-#include "experiment/eval_variants.h"
+#include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"

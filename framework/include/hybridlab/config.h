@@ -195,6 +195,14 @@ class Section {
   std::shared_ptr<std::set<std::string>> known_;  // shared by copies of this section
 };
 
+/// The shortest decimal text that reads back as exactly `v` (0.9, not 0.90000000000000002);
+/// ".inf", "-.inf" or ".nan" for non-finite values, as YAML writes them. Throws nothing.
+std::string shortest_double(double v);
+
+/// `n` as one line of text for a message (a scalar as written, else YAML), cut to `max_chars`
+/// with the full length named ("... (312 characters)"). Throws nothing.
+std::string quote_value(const YAML::Node& n, size_t max_chars = 80);
+
 /// The known key nearest to `key` by edit distance, or "" if none is close.
 std::string nearest_key(const std::string& key, const std::vector<std::string>& known);
 

@@ -115,6 +115,10 @@ std::string eval_safe_keys_text(const Config& cfg);
 /// against the run's configuration.
 void check_eval_variant(const Config& cfg, const EvalVariant& v);
 
+/// Reads `eval.variants` (a map name -> {dotted.key: value}); records problems in the config
+/// (bad names, empty variants, keys eval_safe_key() refuses, at file:line) for the caller to raise.
+std::vector<EvalVariant> read_eval_variants(Section s);
+
 /// `base` with the settings of `v` applied (their locations point at the variant).
 Config eval_variant_config(const Config& base, const EvalVariant& v);
 

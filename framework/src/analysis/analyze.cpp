@@ -24,7 +24,7 @@
 #include "hybridlab/run_record.h"
 #include "model/hybrid_model.h"
 #include "run/build.h"
-#include "train/progress.h"
+#include "util/progress.h"
 #include "util/clock.h"
 
 namespace hybridlab {

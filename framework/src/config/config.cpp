@@ -76,7 +76,7 @@ struct IndexBudget {
   std::size_t visited = 0;
 };
 
-std::string node_text_for_key(const YAML::Node& key) { return detail::quote_value(key, 40); }
+std::string node_text_for_key(const YAML::Node& key) { return quote_value(key, 40); }
 
 // Records the location of every map key under `node` and refuses what a config never needs:
 // duplicate keys (yaml-cpp keeps both silently and returns the first: see

@@ -22,12 +22,6 @@ struct ConfigState {
   std::set<std::string> error_set;           // to report each problem once
 };
 
-/// The shortest decimal text that reads back as exactly `v` (0.9, not 0.90000000000000002);
-/// ".inf", "-.inf" or ".nan" for non-finite values.
-std::string shortest_double(double v);
-
-/// `n` as one line of text for a message, cut to `max_chars` (with the full length named).
-std::string quote_value(const YAML::Node& n, size_t max_chars = 80);
 
 /// Splits "a.b.c" into {"a","b","c"}.
 std::vector<std::string> split_path(const std::string& dotted);

@@ -11,8 +11,6 @@
 #include "hybridlab/config.h"
 
 namespace hybridlab {
-using detail::quote_value;
-using detail::shortest_double;
 
 Section::Section(std::shared_ptr<detail::ConfigState> state, std::string path, YAML::Node node)
     : state_(std::move(state)),
@@ -257,8 +255,6 @@ bool parse_number_text(const std::string& text, double& out) {
   return true;
 }
 
-namespace detail {
-
 std::string shortest_double(double v) {
   // The shortest text that reads back as the same double (0.004, not 0.0040000000000000001).
   if (std::isnan(v)) return ".nan";
@@ -285,8 +281,6 @@ std::string quote_value(const YAML::Node& n, size_t max_chars) {
   }
   return text;
 }
-
-}  // namespace detail
 
 bool Section::convert(const YAML::Node& n, bool& out, std::string& expected) {
   expected = "true or false";

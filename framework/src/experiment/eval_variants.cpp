@@ -7,7 +7,6 @@
 #include <optional>
 #include <regex>
 
-#include "experiment/eval_variants.h"
 #include "hybridlab/error.h"
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"

@@ -10,8 +10,6 @@
 #include <filesystem>
 #include <set>
 
-#include "config/config_state.h"
-#include "experiment/eval_variants.h"
 #include "experiment/report_section.h"
 #include "hybridlab/claims.h"
 #include "hybridlab/interop.h"

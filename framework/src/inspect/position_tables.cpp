@@ -1,4 +1,4 @@
-#include "inspect/position_tables.h"
+#include "hybridlab/inspect.h"
 
 #include <cmath>
 #include <filesystem>

@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "config/config_state.h"
 #include "hybridlab/sweep.h"
 
 namespace hybridlab {
@@ -71,7 +70,7 @@ std::string canonical_value(const YAML::Node& v) {
   if (v.IsScalar()) {
     const bool quoted = v.Tag() == "!";
     double d = 0;
-    if (!quoted && parse_number_text(v.Scalar(), d)) return "#" + detail::shortest_double(d);
+    if (!quoted && parse_number_text(v.Scalar(), d)) return "#" + shortest_double(d);
     return (quoted ? "'" : "") + v.Scalar();
   }
   std::vector<std::string> parts;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <set>
 
-#include "config/config_state.h"
 #include "hybridlab/sweep.h"
 
 namespace hybridlab {
@@ -41,8 +40,8 @@ std::vector<SweepAxis> read_zip_group(Section& s, const YAML::Node& g, const std
   size_t len = 0;
   for (const auto& kv : g) {
     if (!kv.first.IsScalar()) {  // loaded files refuse these; a tree built in code may not
-      s.error("zip", "keys of a zip group are dotted config keys, got '" +
-                         detail::quote_value(kv.first) + "'");
+      s.error("zip",
+              "keys of a zip group are dotted config keys, got '" + quote_value(kv.first) + "'");
       continue;
     }
     SweepAxis axis{kv.first.Scalar(), {}, s.location(path + "." + kv.first.Scalar())};
@@ -111,9 +110,9 @@ void read_exclude(Section& s, SweepOptions& o) {
     bool keys_ok = true;
     for (const auto& kv : e) {
       if (!kv.first.IsScalar()) {
-        s.error("exclude." + std::to_string(i),
-                "keys of an exclude entry are dotted config keys, got '" +
-                    detail::quote_value(kv.first) + "'");
+        s.error(
+            "exclude." + std::to_string(i),
+            "keys of an exclude entry are dotted config keys, got '" + quote_value(kv.first) + "'");
         keys_ok = false;
         continue;
       }

@@ -22,7 +22,7 @@
 #include "hybridlab/evaluator.h"
 #include "hybridlab/run_record.h"
 #include "hybridlab/runtime.h"
-#include "train/progress.h"
+#include "util/progress.h"
 #include "train/weights_file.h"
 #include "util/atomic_file.h"
 

@@ -321,8 +321,8 @@ TEST_CASE("strict: floats are written in their shortest form", "[config][strict]
   const std::string text = cfg.resolved_yaml();
   CHECK_THAT(text, Contains("betas: [0.9, 0.95]") && Contains("lr: 0.1"));
   CHECK_THAT(text, !Contains("0.90000000000000002"));
-  CHECK(hybridlab::detail::shortest_double(1e-8) == "1e-08");
-  CHECK(hybridlab::detail::shortest_double(0.1 + 0.2) == "0.30000000000000004");
+  CHECK(hybridlab::shortest_double(1e-8) == "1e-08");
+  CHECK(hybridlab::shortest_double(0.1 + 0.2) == "0.30000000000000004");
 }
 
 TEST_CASE("strict: a corpus path that is a device is refused at task.path", "[config][strict]") {

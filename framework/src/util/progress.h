@@ -1,5 +1,6 @@
 #pragma once
-// Training progress: a bar with ETA on a terminal, plain lines every log_every steps otherwise.
+// Progress of a long loop (training steps, analysis knock-outs): a bar with ETA on a terminal,
+// plain lines every log_every steps otherwise.
 
 #include <chrono>
 #include <cstdint>
