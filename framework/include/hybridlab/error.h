@@ -31,7 +31,7 @@ class PluginError : public UserError {
 };
 
 /// Plugin code crashed (a signal), did not return within its time limit, or threw something that
-/// is not a std::exception, in the supervised child that ran it first (plugin/supervised.h). The
+/// is not a std::exception, in the supervised child that ran it first (util/supervised.h). The
 /// message names the plugin's file, what it was doing and what happened. This process is intact:
 /// a sweep records the variant as failed and goes on.
 class PluginCrashed : public PluginError {

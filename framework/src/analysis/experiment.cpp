@@ -15,7 +15,7 @@
 #include "hybridlab/run_record.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
-#include "run/child_process.h"
+#include "util/child_process.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;

@@ -17,7 +17,7 @@
 
 #include "layers/position_hooks.h"
 #include "plugin/library_registry.h"
-#include "plugin/supervised.h"
+#include "util/supervised.h"
 
 namespace hybridlab::detail {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// A plugin's code run first in a supervised child (plugin/supervised.h): its library loaded and
+// A plugin's code run first in a supervised child (util/supervised.h): its library loaded and
 // its record read there, then each distinct scheme built and its hooks called there, before this
 // process runs any of it.
 

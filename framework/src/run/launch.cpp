@@ -19,8 +19,8 @@
 
 #include "hybridlab/run.h"
 #include "hybridlab/runtime.h"
-#include "run/child_process.h"
 #include "run/preflight.h"
+#include "util/child_process.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;

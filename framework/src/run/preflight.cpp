@@ -13,8 +13,8 @@
 #include <cstring>
 #include <set>
 
-#include "plugin/supervised.h"
 #include "run/build.h"
+#include "util/supervised.h"
 
 namespace hybridlab {
 namespace {

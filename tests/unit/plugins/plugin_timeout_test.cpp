@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "hybridlab/error.h"
-#include "plugin/supervised.h"
+#include "util/supervised.h"
 
 using hybridlab::UserError;
 using hybridlab::detail::plugin_time_limit;

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <string>
 
-#include "run/child_process.h"
 #include "runs_support.h"
+#include "util/child_process.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;

@@ -1,6 +1,7 @@
 #pragma once
-// Plugin code run first in a forked child under a time limit, so that a plugin that crashes,
-// hangs or throws something foreign costs this process an error message, not its life.
+// Code run first in a forked child under a time limit (a plugin's, a run's preflight), so that
+// code that crashes, hangs or throws something foreign costs this process an error message, not
+// its life.
 
 #include <sys/types.h>
 

@@ -1,6 +1,6 @@
 // run_supervised: fork, run, report through a pipe, wait with a deadline.
 
-#include "plugin/supervised.h"
+#include "util/supervised.h"
 
 #include <fmt/format.h>
 #include <poll.h>

@@ -1,6 +1,6 @@
 // start_child_process: fork + exec with the process-group and parent-death rules.
 
-#include "run/child_process.h"
+#include "util/child_process.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
