@@ -28,8 +28,8 @@
 
 #include "hybridlab/config.h"
 #include "hybridlab/error.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/trainer.h"
-#include "run/build.h"
 
 namespace fs = std::filesystem;
 using namespace hybridlab;

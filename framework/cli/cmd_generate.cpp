@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "hybridlab/error.h"
 #include "hybridlab/generate.h"
-#include "run/build.h"
+#include "hybridlab/run_build.h"
 #include "tokenizer/bpe.h"
 #include "util/fault_context.h"
 

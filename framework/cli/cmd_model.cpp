@@ -15,8 +15,8 @@
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
 #include "hybridlab/run.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/task.h"
-#include "run/build.h"
 
 namespace hybridlab::cli {
 

@@ -9,9 +9,9 @@
 #include "hybridlab/experiment.h"
 #include "hybridlab/model.h"
 #include "hybridlab/plugin_host.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/sweep.h"
 #include "hybridlab/task.h"
-#include "run/build.h"
 
 namespace hybridlab::cli {
 namespace {

@@ -21,11 +21,11 @@
 #include "hybridlab/config.h"
 #include "hybridlab/error.h"
 #include "hybridlab/evaluator.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/run_record.h"
 #include "model/hybrid_model.h"
-#include "run/build.h"
-#include "util/progress.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 namespace hybridlab {
 

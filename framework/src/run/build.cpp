@@ -1,6 +1,6 @@
 // build_run: one way to turn a run's config into a model and a task.
 
-#include "run/build.h"
+#include "hybridlab/run_build.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -12,9 +12,9 @@
 
 #include "hybridlab/distributed.h"
 #include "hybridlab/run.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
-#include "run/build.h"
 #include "run/init_from.h"
 #include "run/variants.h"
 

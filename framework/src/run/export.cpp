@@ -10,7 +10,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
 #include "hybridlab/run.h"
-#include "run/build.h"
+#include "hybridlab/run_build.h"
 #include "util/atomic_file.h"
 
 namespace hybridlab {

@@ -9,8 +9,8 @@
 #include <map>
 #include <vector>
 
+#include "hybridlab/run_build.h"
 #include "hybridlab/trainer.h"
-#include "run/build.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
+#include "hybridlab/run_build.h"
 #include "hybridlab/trainer.h"
-#include "run/build.h"
 
 namespace hybridlab {
 

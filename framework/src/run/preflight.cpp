@@ -13,7 +13,7 @@
 #include <cstring>
 #include <set>
 
-#include "run/build.h"
+#include "hybridlab/run_build.h"
 #include "util/supervised.h"
 
 namespace hybridlab {

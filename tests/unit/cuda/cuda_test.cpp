@@ -33,11 +33,11 @@
 #include "hybridlab/config.h"
 #include "hybridlab/evaluator.h"
 #include "hybridlab/position.h"
+#include "hybridlab/run_build.h"
 #include "hybridlab/trainer.h"
 #include "layers/attention.h"
 #include "layers/gated_deltanet.h"
 #include "layers/gated_deltanet_kernels.h"
-#include "run/build.h"
 #include "support/tensor_match.h"
 
 using namespace hybridlab;
