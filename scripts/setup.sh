@@ -85,8 +85,8 @@ fi
 # ---- 3. build
 step "configuring the Release build in ${build_dir}"
 werror=OFF
-layer_link_check=OFF  # framework/CMakeLists.txt: every prefix of the core's layers linked alone
-if [ "${CI:-}" = true ]; then werror=ON; layer_link_check=ON; fi
+level_link_check=OFF  # framework/CMakeLists.txt: every prefix of the core's levels linked alone
+if [ "${CI:-}" = true ]; then werror=ON; level_link_check=ON; fi
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 # Paths under the checkout are hashed relative to it, so clones at other paths share the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
@@ -98,7 +98,7 @@ if [ -f "$build_dir/CMakeCache.txt" ] &&
   rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
 fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
-  -DHYBRIDLAB_WERROR="$werror" -DHYBRIDLAB_LAYER_LINK_CHECK="$layer_link_check" >/dev/null
+  -DHYBRIDLAB_WERROR="$werror" -DHYBRIDLAB_LEVEL_LINK_CHECK="$level_link_check" >/dev/null
 step "building (ninja; the first build takes a few minutes)"
 start=$(date +%s)
 cmake --build "$build_dir" --target "$build_target"

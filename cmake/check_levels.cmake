@@ -1,12 +1,12 @@
-# The include check of the code's layers: every `#include "..."` in framework/ and layers/ must
-# point down or sideways (never to a higher layer) and, across modules, only at public headers
+# The include check of the code's levels: every `#include "..."` in framework/ and layers/ must
+# point down or sideways (never to a higher level) and, across modules, only at public headers
 # (framework/include/hybridlab/, or a folder's own interface as listed below). Includes that break
-# the rule today are listed in cmake/layer_exceptions.txt (layers/, util/, plot/, checkpoint/ and tokenizer/ are libraries
+# the rule today are listed in cmake/level_exceptions.txt (layers/, util/, plot/, checkpoint/ and tokenizer/ are libraries
 # whose every header is their interface); a new one fails, and so does a listed
 # one that no longer occurs (remove it from the list: the list only shrinks).
 #
-# usage: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake
-# The layers, lowest first (docs/design.md, "Layers"):
+# usage: cmake -DSOURCE_DIR=<repo> -P cmake/check_levels.cmake
+# The levels, lowest first (docs/design.md, "Levels of the code"):
 #   0 base        util, config, runtime, plot, position (the positional SDK), checkpoint, tokenizer
 #   1 nn          layers/ (LibTorch and BLAS kernels, the Mixer interface)
 #   2 model       model, plugin, inspect
@@ -18,7 +18,7 @@
 #   8 cli         framework/cli
 cmake_minimum_required(VERSION 3.16)
 if(NOT SOURCE_DIR)
-  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake")
+  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_levels.cmake")
 endif()
 
 set(rank_util 0)
@@ -85,13 +85,13 @@ function(module_of path out)
   elseif(path MATCHES "^framework/include/hybridlab/([^/.]+)\\.h")
     set(m ${public_${CMAKE_MATCH_1}})
     if(NOT m)
-      message(FATAL_ERROR "check_layers: public header ${path} has no module: add "
-                          "public_${CMAKE_MATCH_1} to cmake/check_layers.cmake")
+      message(FATAL_ERROR "check_levels: public header ${path} has no module: add "
+                          "public_${CMAKE_MATCH_1} to cmake/check_levels.cmake")
     endif()
   endif()
   if(NOT DEFINED rank_${m})
-    message(FATAL_ERROR "check_layers: '${path}' is in module '${m}', which has no layer: add "
-                        "rank_${m} to cmake/check_layers.cmake and docs/design.md")
+    message(FATAL_ERROR "check_levels: '${path}' is in module '${m}', which has no level: add "
+                        "rank_${m} to cmake/check_levels.cmake and docs/design.md")
   endif()
   set(${out} ${m} PARENT_SCOPE)
 endfunction()
@@ -110,7 +110,7 @@ foreach(f IN LISTS files)
     if(inc MATCHES "^hybridlab/([^/.]+)\\.h$")
       module_of("framework/include/${inc}" to)
     elseif(inc MATCHES "^(layers|util|plot|checkpoint|tokenizer)/")
-      # Libraries whose every header is their interface: the nn layer, and four base utilities
+      # Libraries whose every header is their interface: the nn level, and four base utilities
       # (atomic files and console output; CSV and gnuplot plots; the safetensors format; BPE).
       set(to ${CMAKE_MATCH_1})
     elseif(NOT inc MATCHES "/")
@@ -119,12 +119,12 @@ foreach(f IN LISTS files)
       set(to ${CMAKE_MATCH_1})
       set(private TRUE)
       if(NOT DEFINED rank_${to})
-        message(FATAL_ERROR "check_layers: ${f} includes '${inc}' from unknown module '${to}'")
+        message(FATAL_ERROR "check_levels: ${f} includes '${inc}' from unknown module '${to}'")
       endif()
     endif()
     set(why "")
     if(rank_${to} GREATER rank_${from})
-      set(why "up: ${from} (layer ${rank_${from}}) -> ${to} (layer ${rank_${to}})")
+      set(why "up: ${from} (level ${rank_${from}}) -> ${to} (level ${rank_${to}})")
     elseif(private AND NOT to STREQUAL from)
       set(why "private header of module ${to}")
     endif()
@@ -135,7 +135,7 @@ foreach(f IN LISTS files)
   endforeach()
 endforeach()
 
-set(exceptions_file ${SOURCE_DIR}/cmake/layer_exceptions.txt)
+set(exceptions_file ${SOURCE_DIR}/cmake/level_exceptions.txt)
 file(STRINGS ${exceptions_file} listed REGEX "^[^#].* -> ")
 set(failed FALSE)
 foreach(v IN LISTS found)
@@ -144,15 +144,15 @@ foreach(v IN LISTS found)
     string(REPLACE " -> " ";" pair "${v}")
     list(GET pair 0 f)
     list(GET pair 1 inc)
-    message(SEND_ERROR "${v}: ${why_${f}_${inc}}; include a public header of a lower layer "
-                       "(docs/design.md, Layers)")
+    message(SEND_ERROR "${v}: ${why_${f}_${inc}}; include a public header of a lower level "
+                       "(docs/design.md, Levels of the code)")
     set(failed TRUE)
   endif()
 endforeach()
 foreach(v IN LISTS listed)
   list(FIND found "${v}" at)
   if(at EQUAL -1)
-    message(SEND_ERROR "${v}: listed in cmake/layer_exceptions.txt but no longer included: "
+    message(SEND_ERROR "${v}: listed in cmake/level_exceptions.txt but no longer included: "
                        "remove the line")
     set(failed TRUE)
   endif()
@@ -160,6 +160,6 @@ endforeach()
 list(LENGTH found n_found)
 list(LENGTH files n_files)
 if(failed)
-  message(FATAL_ERROR "check_layers: include rule broken (see above)")
+  message(FATAL_ERROR "check_levels: include rule broken (see above)")
 endif()
-message(STATUS "check_layers: ${n_files} files; ${n_found} listed exceptions remain")
+message(STATUS "check_levels: ${n_files} files; ${n_found} listed exceptions remain")
