@@ -78,6 +78,25 @@ struct ModelSummary {
   double flops_per_token = 0;          ///< forward FLOPs per token incl. the head
 };
 
+/// Evaluation-time knock-outs of one layer (ablation at inference, for analysis). The defaults
+/// change nothing.
+struct LayerAblation {
+  /// The mixer's output replaced by zero: the residual stream passes through and the block is
+  /// x + mlp(norm(x)).
+  bool mixer_off = false;
+  /// > 0: the mixer runs on consecutive segments of this many tokens, each from an empty state
+  /// (token t sees tokens floor(t/w)·w .. t): a state reset every `state_window` tokens.
+  /// Recurrent (non-pairwise) mixers only; whole-sequence calls only (no decoding cache).
+  int64_t state_window = 0;
+  AttentionAblation attention;  ///< attention layers only: positional hooks off, a window
+};
+
+/// Knock-outs of a whole model; `layers` is empty (none) or has one entry per layer.
+struct ModelAblation {
+  bool no_input_position = false;  ///< skip the input (embed-hook) scheme
+  std::vector<LayerAblation> layers;
+};
+
 /// A causal language model over a token vocabulary.
 class LanguageModel : public torch::nn::Module {
  public:
@@ -120,6 +139,34 @@ class LanguageModel : public torch::nn::Module {
     (void)document_starts;
     return {};
   }
+
+  // What the analysis asks of a model's layers (knock-outs, head statistics, recurrent states)
+  // without knowing its class. The defaults describe a model with no layers to name.
+
+  /// The number of mixer layers (blocks).
+  virtual int64_t num_layers() const { return 0; }
+  /// Layer `i`'s mixer. Throws std::out_of_range unless 0 <= i < num_layers().
+  virtual Mixer& layer_mixer(int64_t i) const;
+  /// Layer `i`'s mixer type name ("attention", "gated_deltanet", a plugin's name). Throws
+  /// std::out_of_range as layer_mixer().
+  virtual std::string layer_mixer_name(int64_t i) const;
+  /// The input (embed-hook) scheme's name; "" when the model has none.
+  virtual std::string input_scheme() const { return ""; }
+  /// Layer `i`'s entry of a cache that this model's new_cache() made; nullptr for another
+  /// model's cache or a layer out of range.
+  virtual const MixerCache* layer_cache(const DecodeCache& cache, int64_t i) const {
+    (void)cache;
+    (void)i;
+    return nullptr;
+  }
+  /// Feeds tokens [B,T] through every layer's decoding cache (positions cache.length ..
+  /// cache.length+T-1) without the output head, and advances the cache: what the layers' states
+  /// hold after a prefix. Throws std::logic_error for a model without layers to name.
+  virtual void advance(const torch::Tensor& tokens, DecodeCache& cache);
+  /// Applies `a` to every later forward (ModelAblation{} restores the trained model). Throws
+  /// std::invalid_argument for an ablation this model cannot apply (any non-empty one, for a
+  /// model without layers to name).
+  virtual void set_ablation(const ModelAblation& a);
 };
 
 /// Reads and validates `model:` (records problems in the config; see Config::raise_errors). Keys:

@@ -23,7 +23,6 @@
 #include "hybridlab/evaluator.h"
 #include "hybridlab/run_build.h"
 #include "hybridlab/run_record.h"
-#include "model/hybrid_model.h"
 #include "util/clock.h"
 #include "util/progress.h"
 
@@ -76,7 +75,7 @@ double primary(const LengthResult& r, const std::string& metric) {
 // decoding cache. Returns layer -> per piece [Hv] (Frobenius norm per head, mean over the batch)
 // and the positions after each piece.
 std::pair<std::map<size_t, std::vector<torch::Tensor>>, std::vector<int64_t>> state_norms(
-    HybridModel& model, const torch::Tensor& first, int64_t length) {
+    LanguageModel& model, const torch::Tensor& first, int64_t length) {
   std::map<size_t, std::vector<torch::Tensor>> norms;
   std::vector<int64_t> positions;
   auto cache = model.new_cache();
@@ -85,10 +84,9 @@ std::pair<std::map<size_t, std::vector<torch::Tensor>>, std::vector<int64_t>> st
     const int64_t t0 = s * length / pieces, t1 = (s + 1) * length / pieces;
     model.advance(first.slice(1, t0, t1), *cache);
     positions.push_back(t1);
-    for (size_t i = 0; i < model.blocks().size(); ++i) {
-      const MixerCache* c = HybridModel::layer_cache(*cache, i);
-      const torch::Tensor state =
-          c ? model.blocks()[i]->mixer->recurrent_state(*c) : torch::Tensor();
+    for (int64_t i = 0; i < model.num_layers(); ++i) {
+      const MixerCache* c = model.layer_cache(*cache, i);
+      const torch::Tensor state = c ? model.layer_mixer(i).recurrent_state(*c) : torch::Tensor();
       if (!state.defined()) continue;
       norms[i].push_back(state.to(torch::kCPU, torch::kDouble).flatten(2).norm(2, {2}).mean(0));
     }
@@ -97,7 +95,7 @@ std::pair<std::map<size_t, std::vector<torch::Tensor>>, std::vector<int64_t>> st
 }
 
 // The per-head rows of the probes' sums (attention weights and gates) of every layer.
-std::vector<HeadStats> head_rows(const HybridModel& model, int64_t length,
+std::vector<HeadStats> head_rows(const LanguageModel& model, int64_t length,
                                  const std::vector<analysis::AttentionSums>& att,
                                  const std::vector<analysis::GateSums>& gates,
                                  std::map<size_t, std::vector<torch::Tensor>>& norms,
@@ -108,7 +106,7 @@ std::vector<HeadStats> head_rows(const HybridModel& model, int64_t length,
     s.layer = static_cast<int64_t>(layer);
     s.head = h;
     s.length = length;
-    s.mixer = model.options().layers[layer].type->name;
+    s.mixer = model.layer_mixer_name(static_cast<int64_t>(layer));
     s.kind = kind;
     return s;
   };
@@ -140,12 +138,11 @@ std::vector<HeadStats> head_rows(const HybridModel& model, int64_t length,
   return out;
 }
 
-std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalOptions& eval,
+std::vector<HeadStats> head_stats_at(LanguageModel& model, Task& task, const EvalOptions& eval,
                                      int64_t length, int64_t examples) {
   torch::NoGradGuard no_grad;
   model.eval();
-  const auto& blocks = model.blocks();
-  const size_t n = blocks.size();
+  const size_t n = static_cast<size_t>(model.num_layers());
   std::vector<analysis::AttentionSums> att(n);
   std::vector<analysis::GateSums> gates(n);
   for (size_t i = 0; i < n; ++i) {
@@ -157,7 +154,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
     probes.gates = [&gates, i](const torch::Tensor& gg, const torch::Tensor& b) {
       analysis::add_gates(gates[i], gg, b);
     };
-    blocks[i]->mixer->set_probes(probes);
+    model.layer_mixer(static_cast<int64_t>(i)).set_probes(probes);
   }
   const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
   const auto params = model.parameters();
@@ -167,7 +164,7 @@ std::vector<HeadStats> head_stats_at(HybridModel& model, Task& task, const EvalO
   for (int64_t b0 = 0; b0 < rows; b0 += bs) {
     model.forward(set.tokens.slice(0, b0, std::min(rows, b0 + bs)).to(device));
   }
-  for (const auto& block : blocks) block->mixer->set_probes({});
+  for (int64_t i = 0; i < model.num_layers(); ++i) model.layer_mixer(i).set_probes({});
   auto [norms, positions] =
       state_norms(model, set.tokens.slice(0, 0, std::min(rows, bs)).to(device), length);
   return head_rows(model, length, att, gates, norms, positions);
@@ -206,7 +203,7 @@ class AnalyzeProgress {
 };
 
 // Every length of res.lengths without and with each knock-out of `plan`, into res.knockouts.
-void run_knockouts(HybridModel& model, Task& task, const EvalOptions& eval,
+void run_knockouts(LanguageModel& model, Task& task, const EvalOptions& eval,
                    const std::vector<analysis::Knockout>& plan, bool quiet, Clock::time_point start,
                    AnalysisResult& res) {
   int64_t total = 0;
@@ -251,8 +248,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& opt
   folder_config(folder);  // not a run: say so before taking a lock
   RunLock lock(run_dir);
   TrainedRun t = load_trained_run(folder, opts.lengths, opts.examples);
-  auto* model = dynamic_cast<HybridModel*>(t.built.model.get());
-  if (!model) throw std::logic_error("analyze: the run's model is not a HybridModel");
+  LanguageModel* model = t.built.model.get();
   Task& task = *t.built.exp.task;
   const EvalOptions& eval = t.built.exp.eval;
 

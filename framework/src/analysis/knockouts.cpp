@@ -13,27 +13,27 @@ bool wanted(const std::vector<std::string>& kinds, const std::string& kind) {
   return kinds.empty() || std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-const Mixer& mixer_of(const HybridModel& model, size_t layer) {
-  return *model.blocks()[layer]->mixer;
+const Mixer& mixer_of(const LanguageModel& model, size_t layer) {
+  return model.layer_mixer(static_cast<int64_t>(layer));
 }
 
 }  // namespace
 
-std::string layer_label(const HybridModel& model, size_t layer) {
+std::string layer_label(const LanguageModel& model, size_t layer) {
   std::string out =
-      "layer " + std::to_string(layer) + " (" + model.options().layers[layer].type->name;
+      "layer " + std::to_string(layer) + " (" + model.layer_mixer_name(static_cast<int64_t>(layer));
   if (const PositionScheme* p = mixer_of(model, layer).position_scheme()) out += ", " + p->name();
   return out + ")";
 }
 
-std::vector<Knockout> plan_knockouts(const HybridModel& model,
+std::vector<Knockout> plan_knockouts(const LanguageModel& model,
                                      const std::vector<std::string>& kinds, int64_t state_window,
                                      const std::vector<int64_t>& windows) {
   for (const std::string& k : kinds) {
     if (!wanted(knockout_kinds(), k))
       throw std::invalid_argument("unknown knock-out kind '" + k + "'");
   }
-  const size_t n = model.blocks().size();
+  const size_t n = static_cast<size_t>(model.num_layers());
   const auto none = [&] {
     ModelAblation a;
     a.layers.assign(n, LayerAblation{});
@@ -46,7 +46,7 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
                     layer_label(model, i),
                     setting,
                     none(),
-                    model.options().layers[i].type->name};
+                    model.layer_mixer_name(static_cast<int64_t>(i))};
   };
   std::vector<Knockout> out;
   if (wanted(kinds, "mixer")) {
@@ -78,8 +78,8 @@ std::vector<Knockout> plan_knockouts(const HybridModel& model,
       out.push_back(k);
       ++sources;
     }
-    if (model.has_input_position()) {
-      Knockout k{"position", -1, "input (" + model.options().position->scheme + ")", 0, none(), ""};
+    if (!model.input_scheme().empty()) {
+      Knockout k{"position", -1, "input (" + model.input_scheme() + ")", 0, none(), ""};
       k.ablation.no_input_position = true;
       all.ablation.no_input_position = true;
       out.push_back(k);

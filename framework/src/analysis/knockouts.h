@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hybridlab/analysis.h"
-#include "model/hybrid_model.h"
+#include "hybridlab/model.h"
 
 namespace hybridlab::analysis {
 
@@ -25,11 +25,11 @@ struct Knockout {
 /// layer's chunk_size), position (each attention layer whose scheme has hooks, the input scheme,
 /// then all at once when there is more than one), reach (each attention layer × each window of
 /// `windows`). Throws std::invalid_argument for an unknown kind.
-std::vector<Knockout> plan_knockouts(const HybridModel& model,
+std::vector<Knockout> plan_knockouts(const LanguageModel& model,
                                      const std::vector<std::string>& kinds, int64_t state_window,
                                      const std::vector<int64_t>& windows);
 
 /// "layer 3 (attention, rope)" / "layer 0 (gated_deltanet)".
-std::string layer_label(const HybridModel& model, size_t layer);
+std::string layer_label(const LanguageModel& model, size_t layer);
 
 }  // namespace hybridlab::analysis

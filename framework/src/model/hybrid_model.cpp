@@ -15,6 +15,25 @@ namespace hybridlab {
 DecodeCache::~DecodeCache() = default;
 LanguageModel::~LanguageModel() = default;
 
+Mixer& LanguageModel::layer_mixer(int64_t i) const {
+  throw std::out_of_range(
+      fmt::format("layer_mixer: no layer {} (the model has {} layers)", i, num_layers()));
+}
+
+std::string LanguageModel::layer_mixer_name(int64_t i) const {
+  throw std::out_of_range(
+      fmt::format("layer_mixer_name: no layer {} (the model has {} layers)", i, num_layers()));
+}
+
+void LanguageModel::advance(const torch::Tensor&, DecodeCache&) {
+  throw std::logic_error("advance: the model has no layers to feed");
+}
+
+void LanguageModel::set_ablation(const ModelAblation& a) {
+  if (a.no_input_position || !a.layers.empty())
+    throw std::invalid_argument("set_ablation: the model has no layers to knock out");
+}
+
 namespace {
 
 struct HybridCache : DecodeCache {
@@ -330,6 +349,27 @@ void HybridModel::set_ablation(const ModelAblation& a) {
 MixerCache* HybridModel::layer_cache(DecodeCache& cache, size_t layer) {
   auto* hc = dynamic_cast<HybridCache*>(&cache);
   return hc && layer < hc->layers.size() ? hc->layers[layer].get() : nullptr;
+}
+
+const MixerCache* HybridModel::layer_cache(const DecodeCache& cache, int64_t layer) const {
+  const auto* hc = dynamic_cast<const HybridCache*>(&cache);
+  return hc && layer >= 0 && static_cast<size_t>(layer) < hc->layers.size()
+             ? hc->layers[static_cast<size_t>(layer)].get()
+             : nullptr;
+}
+
+Mixer& HybridModel::layer_mixer(int64_t i) const {
+  if (i < 0 || i >= num_layers()) return LanguageModel::layer_mixer(i);
+  return *blocks_[static_cast<size_t>(i)]->mixer;
+}
+
+std::string HybridModel::layer_mixer_name(int64_t i) const {
+  if (i < 0 || i >= num_layers()) return LanguageModel::layer_mixer_name(i);
+  return opts_.layers[static_cast<size_t>(i)].type->name;
+}
+
+std::string HybridModel::input_scheme() const {
+  return input_position && opts_.position ? opts_.position->scheme : "";
 }
 
 std::unique_ptr<DecodeCache> HybridModel::new_cache() const {

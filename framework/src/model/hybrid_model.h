@@ -19,25 +19,6 @@
 
 namespace hybridlab {
 
-/// Evaluation-time knock-outs of one layer (ablation at inference, for analysis). The defaults
-/// change nothing.
-struct LayerAblation {
-  /// The mixer's output replaced by zero: the residual stream passes through and the block is
-  /// x + mlp(norm(x)).
-  bool mixer_off = false;
-  /// > 0: the mixer runs on consecutive segments of this many tokens, each from an empty state
-  /// (token t sees tokens floor(t/w)·w .. t): a state reset every `state_window` tokens.
-  /// Recurrent (non-pairwise) mixers only; whole-sequence calls only (no decoding cache).
-  int64_t state_window = 0;
-  AttentionAblation attention;  ///< attention layers only: positional hooks off, a window
-};
-
-/// Knock-outs of a whole model; `layers` is empty (none) or has one entry per layer.
-struct ModelAblation {
-  bool no_input_position = false;  ///< skip the input (embed-hook) scheme
-  std::vector<LayerAblation> layers;
-};
-
 /// Pre-norm residual block: x + mixer(norm(x)), then x + mlp(norm(x)).
 class Block : public torch::nn::Module {
  public:
@@ -85,15 +66,20 @@ class HybridModel : public LanguageModel {
   /// cache.length+T-1) without the output head, and advances the cache: what the layers' states
   /// hold after a prefix, for any head (model.head autoencoder has no token-by-token logits).
   /// Throws c10::Error for a cache this model did not make.
-  void advance(const torch::Tensor& tokens, DecodeCache& cache);
+  void advance(const torch::Tensor& tokens, DecodeCache& cache) override;
   /// Applies `a` to every later forward; ModelAblation{} restores the trained model. Throws
   /// std::invalid_argument when `a.layers` is neither empty nor one entry per layer, or asks for
   /// something a layer cannot do (a state window on an attention layer, an attention knock-out
   /// on another mixer, no_input_position without an input scheme).
-  void set_ablation(const ModelAblation& a);
+  void set_ablation(const ModelAblation& a) override;
   /// Layer `layer`'s entry of a cache made by new_cache() (nullptr for another model's cache).
   static MixerCache* layer_cache(DecodeCache& cache, size_t layer);
+  const MixerCache* layer_cache(const DecodeCache& cache, int64_t layer) const override;
   bool has_input_position() const { return input_position != nullptr; }
+  int64_t num_layers() const override { return static_cast<int64_t>(blocks_.size()); }
+  Mixer& layer_mixer(int64_t i) const override;
+  std::string layer_mixer_name(int64_t i) const override;
+  std::string input_scheme() const override;
 
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
   const ModelOptions& options() const { return opts_; }

@@ -615,4 +615,48 @@ TEST_CASE("model in training: fused_kernels true == false, logits and every para
   }
 }
 
+TEST_CASE("model: the layers as the analysis asks for them, through LanguageModel", "[model]") {
+  auto host = hybridlab::test::test_host();
+  torch::manual_seed(3);
+  auto hybrid = build(
+      "model:\n  d_model: 16\n  vocab_size: 32\n  layers: GA\n  mlp: {intermediate_size: 24}\n"
+      "  position: {scheme: sinusoidal}\n  attention: {n_heads: 2}\n",
+      *host);
+  LanguageModel& model = *hybrid;
+  REQUIRE(model.num_layers() == 2);
+  CHECK(model.layer_mixer_name(0) == "gated_deltanet");
+  CHECK(model.layer_mixer_name(1) == "attention");
+  CHECK(&model.layer_mixer(1) == hybrid->blocks()[1]->mixer.get());
+  CHECK(model.input_scheme() == "sinusoidal");
+  CHECK_THROWS_AS(model.layer_mixer(2), std::out_of_range);
+  CHECK_THROWS_WITH(model.layer_mixer_name(-1), Catch::Contains("no layer -1 (the model has 2"));
+  // A decoding cache's layer entries, and the recurrent state the Gated DeltaNet layer holds.
+  auto cache = model.new_cache();
+  model.advance(torch::randint(0, 32, {1, 5}), *cache);
+  CHECK(cache->length == 5);
+  const MixerCache* gdn = model.layer_cache(*cache, 0);
+  REQUIRE(gdn != nullptr);
+  CHECK(model.layer_mixer(0).recurrent_state(*gdn).defined());
+  CHECK(model.layer_cache(*cache, 2) == nullptr);
+  // A model with no layers to name refuses every knock-out and names nothing.
+  struct Plain : LanguageModel {
+    torch::Tensor forward(const torch::Tensor& t) override { return t; }
+    torch::Tensor forward(const torch::Tensor& t, DecodeCache&) override { return t; }
+    torch::Tensor forward_packed(const torch::Tensor& t, const torch::Tensor&) override {
+      return t;
+    }
+    std::unique_ptr<DecodeCache> new_cache() const override { return nullptr; }
+    ModelSummary summary(int64_t) const override { return {}; }
+    int64_t vocab_size() const override { return 1; }
+    int64_t d_model() const override { return 1; }
+  } plain;
+  CHECK(plain.num_layers() == 0);
+  CHECK(plain.input_scheme().empty());
+  CHECK_NOTHROW(plain.set_ablation({}));
+  ModelAblation off;
+  off.no_input_position = true;
+  CHECK_THROWS_AS(plain.set_ablation(off), std::invalid_argument);
+  CHECK_THROWS_AS(plain.layer_mixer(0), std::out_of_range);
+}
+
 }  // namespace model_test
