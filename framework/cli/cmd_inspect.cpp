@@ -9,8 +9,8 @@
 
 #include "cli_numbers.h"
 #include "commands.h"
-#include "hybridlab/plugin_host.h"
 #include "hybridlab/inspect.h"
+#include "hybridlab/plugin_host.h"
 
 namespace hybridlab::cli {
 

@@ -22,7 +22,6 @@ struct ConfigState {
   std::set<std::string> error_set;           // to report each problem once
 };
 
-
 /// Splits "a.b.c" into {"a","b","c"}.
 std::vector<std::string> split_path(const std::string& dotted);
 /// Sets root[a][b][c] = value, creating maps on the way (replacing non-map intermediates).

@@ -22,9 +22,9 @@
 #include "hybridlab/evaluator.h"
 #include "hybridlab/run_record.h"
 #include "hybridlab/runtime.h"
-#include "util/progress.h"
 #include "train/weights_file.h"
 #include "util/atomic_file.h"
+#include "util/progress.h"
 
 namespace hybridlab {
 namespace fs = std::filesystem;

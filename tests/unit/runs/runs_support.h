@@ -1,34 +1,18 @@
 #pragma once
 // Helpers of the run-folder tests: temporary folders, a tiny experiment, a prepared run folder.
 
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "hybridlab/experiment.h"
 #include "hybridlab/run.h"
+#include "support/job_support.h"
 
 namespace runstest {
 
 /// A fresh empty folder under the system temp folder, removed when the object dies.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = std::filesystem::temp_directory_path() /
-           ("hybridlab_runs_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
+using TempDir = jobtest::TempDir;
 
 /// A tiny two-layer hybrid on mqar; `extra` is appended (train:, sweep:, ...).
 inline std::string tiny_yaml(const std::string& extra = "") {

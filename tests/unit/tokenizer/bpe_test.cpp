@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "hybridlab/error.h"
+#include "support/job_support.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_file.h"
-#include "support/job_support.h"
 
 using namespace hybridlab::tokenizer;
 using Ids = std::vector<int32_t>;

@@ -14,8 +14,8 @@
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/runtime.h"
 #include "hybridlab/trainer.h"
-#include "support/job_support.h"
 #include "model/model_options.h"
+#include "support/job_support.h"
 
 using namespace hybridlab;
 namespace fs = std::filesystem;
