@@ -24,7 +24,7 @@
 //   on the path kAuto picks (PaTH: the dense path), in interleaved rounds (best call of each), the
 //   ratio path_over_rope and the heap bytes PaTH's graph holds after its forward (path_graph_MiB).
 // BM_PathRecompute/T: PaTH's training step with the dense query blocks kept for the backward
-//   against recomputed in it (layers/recompute.h), time and graph heap bytes of each.
+//   against recomputed in it (layers/kernels/recompute.h), time and graph heap bytes of each.
 // BM_ShortConvCost/T: the attention layer and a one-layer model with and without its short
 //   convolution at d_model 64 (the cost of attention.use_short_conv, Zoology's convolution before
 //   the mixer).

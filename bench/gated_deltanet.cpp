@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "layers/gated_deltanet.h"
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 #include "layers/norm.h"
 
 namespace {

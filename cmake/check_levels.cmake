@@ -8,14 +8,15 @@
 # usage: cmake -DSOURCE_DIR=<repo> -P cmake/check_levels.cmake
 # The levels, lowest first (docs/design.md, "Levels of the code"):
 #   0 base        util, config, runtime, plot, position (the positional SDK), checkpoint, tokenizer
-#   1 nn          layers/ (LibTorch and BLAS kernels, the Mixer interface)
-#   2 model       model, plugin, inspect
-#   3 data        tasks
-#   4 experiment  experiment, sweep
-#   5 run         run, train, eval, generate, distributed
-#   6 analysis    analysis
-#   7 report      report
-#   8 cli         framework/cli
+#   1 kernels     layers/kernels/ (CPU, BLAS and chunked kernels; hybridlab/mixer_ops.h)
+#   2 nn          layers/ (modules and mixers, the Mixer interface)
+#   3 model       model, plugin, inspect
+#   4 data        tasks
+#   5 experiment  experiment, sweep
+#   6 run         run, train, eval, generate, distributed
+#   7 analysis    analysis
+#   8 report      report
+#   9 cli         framework/cli
 cmake_minimum_required(VERSION 3.16)
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_levels.cmake")
@@ -28,21 +29,22 @@ set(rank_plot 0)
 set(rank_checkpoint 0)
 set(rank_tokenizer 0)
 set(rank_position 0)
-set(rank_layers 1)
-set(rank_model 2)
-set(rank_plugin 2)
-set(rank_inspect 2)
-set(rank_tasks 3)
-set(rank_experiment 4)
-set(rank_sweep 4)
-set(rank_run 5)
-set(rank_train 5)
-set(rank_eval 5)
-set(rank_generate 5)
-set(rank_distributed 5)
-set(rank_analysis 6)
-set(rank_report 7)
-set(rank_cli 8)
+set(rank_kernels 1)
+set(rank_layers 2)
+set(rank_model 3)
+set(rank_plugin 3)
+set(rank_inspect 3)
+set(rank_tasks 4)
+set(rank_experiment 5)
+set(rank_sweep 5)
+set(rank_run 6)
+set(rank_train 6)
+set(rank_eval 6)
+set(rank_generate 6)
+set(rank_distributed 6)
+set(rank_analysis 7)
+set(rank_report 8)
+set(rank_cli 9)
 
 # framework/include/hybridlab/<name>.h -> the module that implements it.
 set(public_error util)
@@ -52,7 +54,7 @@ set(public_runtime runtime)
 set(public_position position)
 set(public_rotary position)
 set(public_mixer layers)
-set(public_mixer_ops layers)
+set(public_mixer_ops kernels)
 set(public_recurrent_mixer layers)
 set(public_plugin_host plugin)
 set(public_model model)
@@ -76,7 +78,9 @@ set(public_report report)
 # The module of a repository path (framework/src/<module>/..., layers/..., framework/cli/...,
 # framework/include/hybridlab/<header>.h).
 function(module_of path out)
-  if(path MATCHES "^layers/")
+  if(path MATCHES "^layers/kernels/")
+    set(m kernels)
+  elseif(path MATCHES "^layers/")
     set(m layers)
   elseif(path MATCHES "^framework/cli/")
     set(m cli)
@@ -109,6 +113,8 @@ foreach(f IN LISTS files)
     set(private FALSE)
     if(inc MATCHES "^hybridlab/([^/.]+)\\.h$")
       module_of("framework/include/${inc}" to)
+    elseif(inc MATCHES "^layers/kernels/")
+      set(to kernels)  # a library whose every header is its interface, like the ones below
     elseif(inc MATCHES "^(layers|util|plot|checkpoint|tokenizer)/")
       # Libraries whose every header is their interface: the nn level, and four base utilities
       # (atomic files and console output; CSV and gnuplot plots; the safetensors format; BPE).

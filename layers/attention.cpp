@@ -10,12 +10,12 @@
 #include "hybridlab/error.h"
 #include "hybridlab/runtime.h"
 #include "layers/attention_tiled.h"
-#include "layers/gated_deltanet_kernels.h"
-#include "layers/linear_cpu.h"
-#include "layers/path_attention.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
+#include "layers/kernels/linear_cpu.h"
+#include "layers/kernels/path_attention.h"
+#include "layers/kernels/recompute.h"
+#include "layers/kernels/stick_breaking.h"
 #include "layers/position_hooks.h"
-#include "layers/recompute.h"
-#include "layers/stick_breaking.h"
 
 namespace hybridlab {
 

@@ -68,7 +68,7 @@ struct AttentionOptions {
   /// otherwise; the config reader refuses it at the key first).
   AttentionNormalization normalization = AttentionNormalization::kSoftmax;
   /// PaTH attention (Yang et al. 2025, arXiv 2505.16381; fla `PaTHAttention`): the logit of
-  /// query i on key j is q_iᵀ H_i ⋯ H_{j+1} k_j (layers/path_attention.h) with H_t = I −
+  /// query i on key j is q_iᵀ H_i ⋯ H_{j+1} k_j (layers/kernels/path_attention.h) with H_t = I −
   /// β_t w_t w_tᵀ per kv head, w_t = L2norm(SiLU(ShortConv₃(w_proj x_t))) and β_t =
   /// 2σ(bt_proj x_t) ∈ (0, 2) (negative eigenvalues allowed, as fla does). w_proj is low-rank
   /// (d_model → 32 → kv width) when n_kv_heads == n_heads, a full projection otherwise, as in fla.
@@ -156,7 +156,7 @@ class Attention : public Mixer {
   /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. A content_bias
   /// hook (CoPE), which needs each query's whole row at once, is computed on the dense reference
   /// path only; stick-breaking weights take stick_breaking_attention_tiled
-  /// (layers/stick_breaking.h) instead of tiled_attention, from kTiledMinQueriesStickBreaking
+  /// (layers/kernels/stick_breaking.h) instead of tiled_attention, from kTiledMinQueriesStickBreaking
   /// queries, unless a bias, relative or separable term is active (dense path then). Throws
   /// c10::Error when Tk < Tq, block_size <= 0 or separable terms of the wrong length.
   /// `path` (PaTH layers): the logits are PaTH's (path_block_scores) on the dense path, the
@@ -193,7 +193,7 @@ class Attention : public Mixer {
   /// tiled/dense 1.28 at 2048 queries, 1.50 at 3072, 0.43 at 4096.
   static constexpr int64_t kTiledMinQueriesRelative = 4096;
   /// The same for stick-breaking weights, whose dense path is one fused pass per row
-  /// (layers/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
+  /// (layers/kernels/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
   /// heads of 64, tiled/dense time 1.21 at 512, 1.60 at 2048, 0.50 at 4096.
   static constexpr int64_t kTiledMinQueriesStickBreaking = 4096;
   /// Query length from which kAuto trains the variants that have no tiled path (PaTH, a
@@ -240,7 +240,7 @@ class Attention : public Mixer {
   /// One query block of the dense path from its tensors (`in`, undefined where absent) and its
   /// place `g`: the separable tile, PaTH's raw scores and reference_block.
   torch::Tensor dense_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
-  /// dense_block through recompute_in_backward (layers/recompute.h): its scores are not kept for
+  /// dense_block through recompute_in_backward (layers/kernels/recompute.h): its scores are not kept for
   /// the backward but computed again there.
   torch::Tensor recomputed_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
   /// Whether attend()'s dense path recomputes its blocks in the backward: in training, fp32 or

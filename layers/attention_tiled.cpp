@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "layers/linear_cpu.h"
+#include "layers/kernels/linear_cpu.h"
 #include "layers/position_hooks.h"
 
 namespace hybridlab {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "layers/gated_deltanet_kernels.h"
-#include "layers/linear_cpu.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
+#include "layers/kernels/linear_cpu.h"
 
 namespace hybridlab {
 

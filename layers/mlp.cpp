@@ -1,10 +1,10 @@
 #include "layers/mlp.h"
 
-#include "layers/linear_cpu.h"
+#include "layers/kernels/linear_cpu.h"
 
 #include <torch/torch.h>
 
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_vector.h"
 
 namespace hybridlab {
 

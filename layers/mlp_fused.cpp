@@ -7,8 +7,8 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "layers/cpu_parallel.h"
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_parallel.h"
+#include "layers/kernels/cpu_vector.h"
 #include "layers/mlp.h"
 
 namespace hybridlab {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_vector.h"
 
 namespace hybridlab {
 

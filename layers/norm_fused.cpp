@@ -12,8 +12,8 @@
 
 #include <cmath>
 
-#include "layers/cpu_parallel.h"
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_parallel.h"
+#include "layers/kernels/cpu_vector.h"
 #include "layers/norm.h"
 
 namespace hybridlab {

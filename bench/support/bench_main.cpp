@@ -9,7 +9,7 @@
 #include <string>
 
 #include "hybridlab/runtime.h"
-#include "layers/cpu_blas.h"
+#include "layers/kernels/cpu_blas.h"
 
 int main(int argc, char** argv) {
   hybridlab::prepare_process();

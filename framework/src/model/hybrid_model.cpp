@@ -6,7 +6,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
 #include "hybridlab/mixer.h"
-#include "layers/linear_cpu.h"
+#include "layers/kernels/linear_cpu.h"
 #include "layers/position_hooks.h"
 #include "util/fault_context.h"
 

@@ -37,7 +37,7 @@
 #include "hybridlab/trainer.h"
 #include "layers/attention.h"
 #include "layers/gated_deltanet.h"
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 #include "support/tensor_match.h"
 
 using namespace hybridlab;

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "hybridlab/runtime.h"
-#include "layers/cpu_blas.h"
+#include "layers/kernels/cpu_blas.h"
 
 namespace cpu_blas_test {
 

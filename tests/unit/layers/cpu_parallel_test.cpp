@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "layers/cpu_parallel.h"
+#include "layers/kernels/cpu_parallel.h"
 
 namespace cpu_parallel_test {
 

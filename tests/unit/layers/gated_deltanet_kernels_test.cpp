@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 #include "layers/norm.h"
 #include "layers_test_util.h"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "layers/gated_deltanet.h"
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 #include "layers_test_util.h"
 #include "model/layer_options.h"
 

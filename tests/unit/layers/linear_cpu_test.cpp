@@ -10,7 +10,7 @@
 
 #include <tuple>
 
-#include "layers/linear_cpu.h"
+#include "layers/kernels/linear_cpu.h"
 #include "support/tensor_match.h"
 
 namespace linear_cpu_test {

@@ -13,7 +13,7 @@
 
 #include "hybridlab/position.h"
 #include "layers/attention.h"
-#include "layers/path_attention.h"
+#include "layers/kernels/path_attention.h"
 #include "layers_test_util.h"
 
 using namespace hybridlab;

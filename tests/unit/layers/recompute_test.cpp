@@ -1,11 +1,11 @@
-// Recomputation in the backward (layers/recompute.h): the gradients of a function of inputs and
+// Recomputation in the backward (layers/kernels/recompute.h): the gradients of a function of inputs and
 // of a parameter it reads directly equal autograd's through the same function kept whole.
 
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
-#include "layers/recompute.h"
+#include "layers/kernels/recompute.h"
 #include "support/tensor_match.h"
 
 using namespace hybridlab;

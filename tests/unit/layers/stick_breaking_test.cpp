@@ -13,7 +13,7 @@
 
 #include "hybridlab/position.h"
 #include "layers/attention.h"
-#include "layers/stick_breaking.h"
+#include "layers/kernels/stick_breaking.h"
 #include "layers_test_util.h"
 
 using namespace hybridlab;

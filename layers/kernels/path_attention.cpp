@@ -1,4 +1,4 @@
-#include "layers/path_attention.h"
+#include "layers/kernels/path_attention.h"
 
 #include <torch/torch.h>
 

@@ -1,11 +1,11 @@
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "hybridlab/runtime.h"
-#include "layers/cpu_parallel.h"
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_parallel.h"
+#include "layers/kernels/cpu_vector.h"
 
 #include <limits>
 #include <vector>

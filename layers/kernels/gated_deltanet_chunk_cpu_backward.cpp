@@ -34,11 +34,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "layers/cpu_blas.h"
-#include "layers/cpu_parallel.h"
-#include "layers/cpu_vector.h"
-#include "layers/gated_deltanet_chunk_cpu.h"
-#include "layers/gated_deltanet_kernels.h"
+#include "layers/kernels/cpu_blas.h"
+#include "layers/kernels/cpu_parallel.h"
+#include "layers/kernels/cpu_vector.h"
+#include "layers/kernels/gated_deltanet_chunk_cpu.h"
+#include "layers/kernels/gated_deltanet_kernels.h"
 
 namespace hybridlab {
 

@@ -1,4 +1,4 @@
-#include "layers/recompute.h"
+#include "layers/kernels/recompute.h"
 
 #include <torch/torch.h>
 

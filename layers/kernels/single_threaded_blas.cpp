@@ -1,7 +1,7 @@
 // cpu::SingleThreadedBlas on top of the runtime's one OpenBLAS thread control.
 
 #include "hybridlab/runtime.h"
-#include "layers/cpu_blas.h"
+#include "layers/kernels/cpu_blas.h"
 
 namespace hybridlab::cpu {
 

@@ -1,4 +1,4 @@
-#include "layers/cpu_blas.h"
+#include "layers/kernels/cpu_blas.h"
 
 #if !defined(HYBRIDLAB_HAVE_CBLAS)
 #include <torch/torch.h>

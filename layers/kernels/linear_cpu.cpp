@@ -1,16 +1,16 @@
 // linear_cpu and matmul_cpu: products and their gradients as per-thread blocks of
 // single-threaded GEMMs.
 
-#include "layers/linear_cpu.h"
+#include "layers/kernels/linear_cpu.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <vector>
 
-#include "layers/cpu_blas.h"
-#include "layers/cpu_parallel.h"
-#include "layers/cpu_vector.h"
+#include "layers/kernels/cpu_blas.h"
+#include "layers/kernels/cpu_parallel.h"
+#include "layers/kernels/cpu_vector.h"
 
 namespace hybridlab {
 

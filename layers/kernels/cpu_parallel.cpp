@@ -6,7 +6,7 @@
 // at::parallel_for would start: its size is the calling thread's nthreads ICV, which
 // at::set_num_threads sets.
 
-#include "layers/cpu_parallel.h"
+#include "layers/kernels/cpu_parallel.h"
 
 #include <dlfcn.h>
 

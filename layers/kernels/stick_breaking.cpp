@@ -1,4 +1,4 @@
-#include "layers/stick_breaking.h"
+#include "layers/kernels/stick_breaking.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "layers/cpu_parallel.h"
+#include "layers/kernels/cpu_parallel.h"
 
 namespace hybridlab {
 
