@@ -156,12 +156,12 @@ class Attention : public Mixer {
   /// AttendPath::kTiled unless a probe is set or the dtype is not fp32/fp64. A content_bias
   /// hook (CoPE), which needs each query's whole row at once, is computed on the dense reference
   /// path only; stick-breaking weights take stick_breaking_attention_tiled
-  /// (layers/kernels/stick_breaking.h) instead of tiled_attention, from kTiledMinQueriesStickBreaking
-  /// queries, unless a bias, relative or separable term is active (dense path then). Throws
-  /// c10::Error when Tk < Tq, block_size <= 0 or separable terms of the wrong length.
-  /// `path` (PaTH layers): the logits are PaTH's (path_block_scores) on the dense path, the
-  /// cached keys (the first Tk − Tq) already transformed, query blocks rounded up to whole
-  /// chunks; q, k and the terms are computed in fp32 at least.
+  /// (layers/kernels/stick_breaking.h) instead of tiled_attention, from
+  /// kTiledMinQueriesStickBreaking queries, unless a bias, relative or separable term is active
+  /// (dense path then). Throws c10::Error when Tk < Tq, block_size <= 0 or separable terms of the
+  /// wrong length. `path` (PaTH layers): the logits are PaTH's (path_block_scores) on the dense
+  /// path, the cached keys (the first Tk − Tq) already transformed, query blocks rounded up to
+  /// whole chunks; q, k and the terms are computed in fp32 at least.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t block_size,
                        bool allow_fused = true, const SeparableBias& separable = {},
@@ -193,8 +193,8 @@ class Attention : public Mixer {
   /// tiled/dense 1.28 at 2048 queries, 1.50 at 3072, 0.43 at 4096.
   static constexpr int64_t kTiledMinQueriesRelative = 4096;
   /// The same for stick-breaking weights, whose dense path is one fused pass per row
-  /// (layers/kernels/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core, 4
-  /// heads of 64, tiled/dense time 1.21 at 512, 1.60 at 2048, 0.50 at 4096.
+  /// (layers/kernels/stick_breaking.h): bench_attention_train BM_StickBreakingTrainTime, one core,
+  /// 4 heads of 64, tiled/dense time 1.21 at 512, 1.60 at 2048, 0.50 at 4096.
   static constexpr int64_t kTiledMinQueriesStickBreaking = 4096;
   /// Query length from which kAuto trains the variants that have no tiled path (PaTH, a
   /// content_bias hook, stick-breaking with a bias) by recomputing each query block's scores in
@@ -240,8 +240,8 @@ class Attention : public Mixer {
   /// One query block of the dense path from its tensors (`in`, undefined where absent) and its
   /// place `g`: the separable tile, PaTH's raw scores and reference_block.
   torch::Tensor dense_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
-  /// dense_block through recompute_in_backward (layers/kernels/recompute.h): its scores are not kept for
-  /// the backward but computed again there.
+  /// dense_block through recompute_in_backward (layers/kernels/recompute.h): its scores are not
+  /// kept for the backward but computed again there.
   torch::Tensor recomputed_block(const DenseBlockGeometry& g, const DenseBlockInputs& in);
   /// Whether attend()'s dense path recomputes its blocks in the backward: in training, fp32 or
   /// fp64, no probe, and AttendPath::kTiled, or kAuto on the CPU from kRecomputeMinQueries queries.

@@ -46,8 +46,8 @@ GatedDeltaResult chunk_gated_delta_rule_torch(const torch::Tensor& q, const torc
                                               int64_t chunk_size = 64);
 
 /// The chunked form, forward only, computed head by head on raw CPU buffers with direct BLAS calls
-/// (layers/kernels/cpu_blas.h) and heads spread over the intra-op threads: each chunk's blocks stay in
-/// cache and LibTorch's per-op cost (dispatch, allocation, one BLAS call per batch entry) is
+/// (layers/kernels/cpu_blas.h) and heads spread over the intra-op threads: each chunk's blocks stay
+/// in cache and LibTorch's per-op cost (dispatch, allocation, one BLAS call per batch entry) is
 /// gone. Decays inside a chunk are running products of the α's (the recurrent form's own
 /// products); values below the smallest normal number are flushed to 0. Same arguments and result
 /// as chunk_gated_delta_rule. Throws c10::Error for non-CPU tensors, for inputs that require

@@ -1,5 +1,5 @@
-// Recomputation in the backward (layers/kernels/recompute.h): the gradients of a function of inputs and
-// of a parameter it reads directly equal autograd's through the same function kept whole.
+// Recomputation in the backward (layers/kernels/recompute.h): the gradients of a function of inputs
+// and of a parameter it reads directly equal autograd's through the same function kept whole.
 
 #include <torch/torch.h>
 
