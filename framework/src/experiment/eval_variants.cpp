@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <regex>
 
@@ -46,22 +47,13 @@ bool declares(const MixerTypeInfo& t, const std::string& key) {
   return std::find(t.eval_safe_keys.begin(), t.eval_safe_keys.end(), key) != t.eval_safe_keys.end();
 }
 
-// Whether some mixer type declares `key` eval-safe (model.overrides.N.KEY: the layer's own reader
-// refuses a key its mixer does not have when the variant is applied). The plugins are searched
-// only when no built-in type decides: searching loads every library on the path.
-bool some_mixer_declares(const Config& cfg, const std::string& key) {
+// The first mixer type that `match` accepts: the built-in ones first, then the plugins on cfg's
+// search path, searched only when no built-in type matches (searching loads every library there).
+std::optional<MixerTypeInfo> first_type(const Config& cfg,
+                                        const std::function<bool(const MixerTypeInfo&)>& match) {
   for (bool with_plugins : {false, true}) {
     for (const MixerTypeInfo& t : mixer_types(cfg, with_plugins))
-      if (declares(t, key)) return true;
-  }
-  return false;
-}
-
-// The eval-safe keys of the mixer type whose section is model.NAME; nullopt for none.
-std::optional<MixerTypeInfo> mixer_named(const Config& cfg, const std::string& name) {
-  for (bool with_plugins : {false, true}) {
-    for (const MixerTypeInfo& t : mixer_types(cfg, with_plugins))
-      if (t.name == name) return t;
+      if (match(t)) return t;
   }
   return std::nullopt;
 }
@@ -97,9 +89,15 @@ bool eval_safe_key(const Config& cfg, const std::string& dotted_key) {
     if (std::regex_match(dotted_key, re)) return true;
   }
   std::smatch m;
-  if (std::regex_match(dotted_key, m, override_key())) return some_mixer_declares(cfg, m[1].str());
+  // model.overrides.N.KEY: a key some type declares (the layer's own reader refuses a key its
+  // mixer does not have when the variant is applied).
+  if (std::regex_match(dotted_key, m, override_key())) {
+    const std::string key = m[1].str();
+    return first_type(cfg, [&](const MixerTypeInfo& t) { return declares(t, key); }).has_value();
+  }
   if (!std::regex_match(dotted_key, m, mixer_key())) return false;
-  const std::optional<MixerTypeInfo> t = mixer_named(cfg, m[1].str());
+  const std::string name = m[1].str();
+  const auto t = first_type(cfg, [&](const MixerTypeInfo& type) { return type.name == name; });
   return t && declares(*t, m[2].str());
 }
 
