@@ -11,5 +11,6 @@ int64_t MixerCache::bytes_of(std::initializer_list<const torch::Tensor*> tensors
   return n;
 }
 Mixer::~Mixer() = default;
+PositionService::~PositionService() = default;
 
 }  // namespace hybridlab

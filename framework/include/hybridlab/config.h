@@ -108,12 +108,14 @@ class Section {
  public:
   /// Dotted path of this map from the root ("" for the root, "model.attention", ...).
   const std::string& path() const { return path_; }
-  /// Whether the map has `key` (and it is not null).
+  /// Whether the map (or, for a section over a base, the base) has `key` (and it is not null).
   bool has(const std::string& key) const;
-  /// The keys present in the map, in file order.
+  /// The keys present in the map, in file order (the map's own, never its base's).
   std::vector<std::string> keys() const;
-  /// The raw node (undefined if the section is absent).
+  /// The raw node (undefined if the section is absent): this map's own, never its base's.
   const YAML::Node& node() const { return node_; }
+  /// The section this one reads absent keys from (over()); nullptr for none.
+  const Section* base() const { return base_.get(); }
 
   /// The value of `key` converted to T, or `fallback` if the key is absent. A value of the wrong
   /// type records "expected <type>, got '<text>'" and returns `fallback`. T is one of bool,
@@ -126,8 +128,17 @@ class Section {
   template <class T>
   T required(const std::string& key);
 
-  /// The sub-map at `key` (an empty section if absent). A non-map value records an error.
+  /// The sub-map at `key` (an empty section if absent). A non-map value records an error. For a
+  /// section over a base, a map only the base has is the base's child, read where it stands.
   Section child(const std::string& key);
+
+  /// A reader over this map whose absent keys read from `base`: a layer's override over its
+  /// mixer's section. get() of a key only `base` has returns base's value (problems located in
+  /// base) and records it here, as a default would be; child() of a key only `base` has is
+  /// base's child (a map named here replaces base's whole, it is not merged); keys() are this
+  /// map's own; finish() reports the keys of both that the reader never asked for, each where
+  /// it stands.
+  Section over(const Section& base) const;
 
   /// Marks `key` as known without reading it (for keys read elsewhere, e.g. `extends`).
   void accept(const std::string& key);
@@ -161,6 +172,7 @@ class Section {
       path_ = other.path_;
       node_.reset(other.node_);
       known_ = other.known_;
+      base_ = other.base_;
     }
     return *this;
   }
@@ -170,6 +182,7 @@ class Section {
   Section(std::shared_ptr<detail::ConfigState> state, std::string path, YAML::Node node);
   std::string key_path(const std::string& key) const;
   YAML::Node value(const std::string& key) const;  // read without mutating the tree
+  bool has_own(const std::string& key) const;      // has(), this map only
   void record_resolved(const std::string& key, const YAML::Node& value);
   // One conversion per supported type; false (and `expected` set) when the node does not convert.
   static bool convert(const YAML::Node& n, bool& out, std::string& expected);
@@ -193,6 +206,7 @@ class Section {
   std::string path_;
   YAML::Node node_;
   std::shared_ptr<std::set<std::string>> known_;  // shared by copies of this section
+  std::shared_ptr<Section> base_;                 // where absent keys are read (over())
 };
 
 /// The shortest decimal text that reads back as exactly `v` (0.9, not 0.90000000000000002);
@@ -221,9 +235,10 @@ bool parse_number_text(const std::string& text, double& out);
 template <class T>
 T Section::get(const std::string& key, const T& fallback) {
   known_->insert(key);
-  if (!has(key)) {
-    record_resolved(key, to_node(fallback));
-    return fallback;
+  if (!has_own(key)) {
+    const T used = base_ && base_->has(key) ? base_->get<T>(key, fallback) : fallback;
+    record_resolved(key, to_node(used));
+    return used;
   }
   T out{};
   std::string expected;

@@ -140,13 +140,39 @@ class Mixer : public torch::nn::Module {
 /// 2: Mixer::document_boundaries (packed documents).
 /// 3: MixerPluginInfo::eval_safe_keys. Mixer and its vtable are as in 2, so a record of version 2
 ///    still loads (its mixer declares no keys that evaluation variants may change).
-constexpr int kMixerPluginApiVersion = 3;
+/// 4: MixerContext::position, appended: a plugin of version 2 or 3 reads the fields before it and
+///    still loads.
+constexpr int kMixerPluginApiVersion = 4;
 /// The oldest mixer plugin API version this host loads.
 constexpr int kMixerPluginApiOldest = 2;
 
 /// The kinds of plugin a library can be (MixerPluginInfo::kind; a positional scheme's record is
 /// PluginInfo, hybridlab/position.h).
 enum PluginKind : int { kPluginKindPosition = 0, kPluginKindMixer = 1 };
+
+/// A positional scheme built for a mixer by PositionService::build.
+struct BuiltPosition {
+  std::shared_ptr<PositionScheme> scheme;  ///< never null
+  /// The model owns the instance (one for every layer with the same settings and head layout,
+  /// PositionScheme::shared_across_layers): the mixer must not register it as its own module.
+  /// false: the mixer registers it, so that its parameters are the mixer's.
+  bool shared = false;
+};
+
+/// Builds positional schemes for the mixers of a model: the scheme a `position:` map names, from
+/// the plugins on the model's search path, checked against the lengths the model serves, with
+/// one instance for the layers that may share it. The layer graph provides it
+/// (MixerContext::position); a mixer with pairwise scores uses it for its `position:` key.
+class PositionService {
+ public:
+  virtual ~PositionService();
+  /// Builds the scheme of `position` (a `position:` map: `scheme`, default nope, and the scheme's
+  /// own keys, which its plugin reads) for scores of the shape `ctx` describes (n_heads,
+  /// n_kv_heads, head_dim, causal, layer_index; the lengths are the model's). Throws ConfigError
+  /// at the map's keys (a bad key, a scheme that encodes fewer positions than the model serves)
+  /// and PluginError (no such plugin, a plugin that fails).
+  virtual BuiltPosition build(Section& position, const PositionContext& ctx) = 0;
+};
 
 /// What a mixer is told when it is built. Lengths are in tokens.
 struct MixerContext {
@@ -155,6 +181,10 @@ struct MixerContext {
   int64_t train_length = 0;   ///< task.seq_len: the length the model is trained at (0 = unknown)
   int64_t max_length = 0;     ///< the longest length the model will see (max of train and eval)
   bool fused_kernels = true;  ///< model.fused_kernels: false asks for the reference tensor forms
+  /// Since API 4: builds positional schemes. Set whenever the layer graph builds the mixer; null
+  /// when the host first tries a library with default settings: a mixer given null uses no
+  /// positional scheme.
+  PositionService* position = nullptr;
 };
 
 /// The record every mixer plugin exports (through HYBRIDLAB_MIXER_PLUGIN). Plain C data, read by

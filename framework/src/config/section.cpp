@@ -37,6 +37,10 @@ YAML::Node Section::value(const std::string& key) const {
 }
 
 bool Section::has(const std::string& key) const {
+  return has_own(key) || (base_ && base_->has(key));
+}
+
+bool Section::has_own(const std::string& key) const {
   const YAML::Node v = value(key);
   if (v.IsDefined() && v.IsNull()) {
     // A key written with no value (`key:` or `key: ~`) is an error, never a silent default.
@@ -57,8 +61,16 @@ std::vector<std::string> Section::keys() const {
 
 Section Section::child(const std::string& key) {
   known_->insert(key);
-  if (!has(key)) return Section(state_, key_path(key), YAML::Node(YAML::NodeType::Null));
-  return Section(state_, key_path(key), value(key));
+  if (has_own(key)) return Section(state_, key_path(key), value(key));
+  if (base_ && base_->has(key)) return base_->child(key);
+  return Section(state_, key_path(key), YAML::Node(YAML::NodeType::Null));
+}
+
+Section Section::over(const Section& base) const {
+  Section s(*this);
+  s.known_ = std::make_shared<std::set<std::string>>();
+  s.base_ = std::make_shared<Section>(base);
+  return s;
 }
 
 void Section::accept(const std::string& key) { known_->insert(key); }
@@ -75,6 +87,10 @@ void Section::error(const std::string& key, const std::string& message) {
 }
 
 void Section::finish() {
+  if (base_) {  // the same reader read both maps: what it never asked for is unknown in either
+    for (const std::string& key : *known_) base_->accept(key);
+    base_->finish();
+  }
   const std::vector<std::string> known(known_->begin(), known_->end());
   for (const auto& key : keys()) {
     if (known_->count(key)) continue;

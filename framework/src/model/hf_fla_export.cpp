@@ -17,9 +17,9 @@
 
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
+#include "model/builtin_mixers.h"
 #include "model/hf_fla_names.h"
 #include "model/hybrid_model.h"
-#include "model/layer_options.h"
 
 namespace hybridlab {
 using nlohmann::json;
@@ -113,7 +113,7 @@ void fill_mixer_fields(const ModelOptions& opts, json& config) {
     const LayerSpec& l = opts.layers[i];
     const std::string layer = fmt::format("layer {} ({})", i, l.type->name);
     if (l.type->name == "attention") {
-      const auto& m = std::any_cast<const AttentionMixerOptions&>(l.options);
+      const AttentionMixerOptions m = attention_options(l, opts);
       const json spec = attention_spec(m, opts.d_model, layer);
       auto same = std::find_if(specs.begin(), specs.end(), [&](const json& s) {
         json other = s;
@@ -123,7 +123,7 @@ void fill_mixer_fields(const ModelOptions& opts, json& config) {
       if (same == specs.end()) same = specs.insert(specs.end(), spec);
       (*same)["layers"].push_back(i);
     } else if (l.type->name == "gated_deltanet") {
-      const auto& o = std::any_cast<const GatedDeltaNetOptions&>(l.options);
+      const GatedDeltaNetOptions o = gated_deltanet_options(l, opts);
       if (o.norm_eps != opts.norm_eps) {
         cannot(
             fmt::format("{}: model.gated_deltanet.norm_eps {} differs from model.norm_eps {} "

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "hybridlab/error.h"
-#include "model/layer_options.h"
+#include "model/builtin_mixers.h"
 
 namespace hybridlab {
 
@@ -64,7 +64,7 @@ std::vector<HfFlaLayer> hf_fla_layers(const ModelOptions& opts) {
     const LayerSpec& l = opts.layers[i];
     HfFlaLayer p;
     if (l.type->name == "attention") {
-      const auto& m = std::any_cast<const AttentionMixerOptions&>(l.options);
+      const AttentionMixerOptions m = attention_options(l, opts);
       p.attention = true;
       p.head_dim = resolved_head_dim(m.layer, opts.d_model);
       const YAML::Node layout =

@@ -20,8 +20,8 @@
 #include <set>
 
 #include "hybridlab/error.h"
+#include "model/builtin_mixers.h"
 #include "model/hf_layout.h"
-#include "model/layer_options.h"
 
 namespace hybridlab {
 using nlohmann::json;
@@ -194,7 +194,7 @@ struct QwenLoader {
 
 void load_gated_deltanet(QwenLoader& l, size_t i, const std::string& at, bool fused) {
   const ModelOptions& o = l.model.options();
-  const auto& g = std::any_cast<const GatedDeltaNetOptions&>(o.layers[i].options);
+  const GatedDeltaNetOptions g = gated_deltanet_options(o.layers[i], o);
   const int64_t d = o.d_model, hk = g.n_heads, hv = g.n_v_heads > 0 ? g.n_v_heads : g.n_heads;
   const int64_t dk = g.head_dim, dv = std::llround(static_cast<double>(dk) * g.expand_v);
   const int64_t group = hv / hk, kd = hk * dk, vd = hv * dv;

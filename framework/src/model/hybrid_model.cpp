@@ -8,6 +8,7 @@
 #include "hybridlab/mixer.h"
 #include "layers/kernels/linear_cpu.h"
 #include "layers/position_hooks.h"
+#include "model/layer_positions.h"
 #include "util/fault_context.h"
 
 namespace hybridlab {
@@ -150,21 +151,22 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
       register_module("input_position", input_position);
     }
   }
-  SharedSchemes shared;
-  const auto build_context = [&](size_t index) {
-    MixerBuildContext mc;
+  LayerPositions positions(host, ctx);
+  const auto mixer_context = [&](size_t index) {
+    MixerContext mc;
     mc.d_model = D;
     mc.layer_index = static_cast<int64_t>(index);
-    mc.host = &host;
-    mc.lengths = ctx;
-    mc.shared = &shared;
+    mc.train_length = ctx.train_length;
+    mc.max_length = ctx.max_length;
     mc.fused_kernels = opts.fused_kernels;
+    mc.position = &positions;
     return mc;
   };
   const int64_t hidden = mlp_hidden_size(opts.mlp, D);
   for (size_t i = 0; i < opts.layers.size(); ++i) {
     const LayerSpec& spec = opts.layers[i];
-    std::shared_ptr<Mixer> mixer = spec.type->build(spec.options, build_context(i));
+    Section params = spec.settings;
+    std::shared_ptr<Mixer> mixer = build_mixer(*spec.type, params, mixer_context(i), host);
     blocks_.push_back(register_module(
         "layers_" + std::to_string(i),
         std::make_shared<Block>(mixer, D, hidden, opts.norm_eps, opts.fused_kernels)));
@@ -173,10 +175,12 @@ HybridModel::HybridModel(const ModelOptions& opts, PluginHost& host, const Model
   if (!ctx.packed_documents.empty()) check_document_boundaries(ctx.packed_documents);
   // A plugin mixer's settings are read by its factory: build each unused section once, at the
   // index past the last layer, so that its mistakes are reported as a used section's are.
-  for (const LayerSpec& spec : opts.unused_plugin_mixers)
-    spec.type->build(spec.options, build_context(opts.layers.size()));
+  for (const LayerSpec& spec : opts.unused_plugin_mixers) {
+    Section params = spec.settings;
+    build_mixer(*spec.type, params, mixer_context(opts.layers.size()), host);
+  }
   // Schemes shared across layers are registered once, here, so the optimizer sees them once.
-  for (const auto& [key, scheme] : shared.by_key) {
+  for (const auto& [key, scheme] : positions.shared()) {
     shared_schemes_.push_back(
         register_module("shared_position_" + std::to_string(shared_schemes_.size()), scheme));
   }

@@ -2,17 +2,14 @@
 // The registry of mixer types of the layer graph (the Mixer interface itself is hybridlab/mixer.h).
 //
 // A block is `x + mixer(norm(x))`, then `x + mlp(norm(x))`. The mixer is any registered type
-// (attention, gated_deltanet, ...). Adding one is one new file (a Mixer subclass, its options
-// reader and a `MixerType` describing it) plus one line in register_builtin_mixers()
+// (attention, gated_deltanet, ...). A built-in one is a Mixer subclass, its options reader and
+// constructor (builtin_mixer_type) in its own file, plus one line in register_builtin_mixers()
 // (mixer_registry.cpp); a mixer plugin joins the registry of its search path (mixer_plugins.cpp).
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
-#include <any>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,29 +22,9 @@
 
 namespace hybridlab {
 
-/// Model-wide settings a mixer's options reader needs for its checks.
-struct ModelDims {
-  int64_t d_model = 0;
-  bool fused_kernels = true;  ///< model.fused_kernels
-};
-
-/// Positional schemes shared across layers (PositionScheme::shared_across_layers()), keyed by
-/// their settings; the model registers each of them once.
-struct SharedSchemes {
-  std::map<std::string, std::shared_ptr<PositionScheme>> by_key;
-};
-
-/// Everything a mixer needs to be built.
-struct MixerBuildContext {
-  int64_t d_model = 0;
-  int64_t layer_index = 0;
-  PluginHost* host = nullptr;
-  ModelBuildContext lengths;
-  SharedSchemes* shared = nullptr;
-  bool fused_kernels = true;  ///< model.fused_kernels
-};
-
-/// One registered mixer type.
+/// One registered mixer type. A built-in type is built as a plugin's is: by a factory with the
+/// MixerFactory signature (hybridlab/mixer.h) that reads the type's settings and builds the
+/// mixer; positional schemes come from MixerContext::position.
 struct MixerType {
   std::string name;  ///< YAML name and section under `model:` ("attention")
   char letter = 0;   ///< pattern letter ('A')
@@ -58,13 +35,46 @@ struct MixerType {
   /// The keys of its section (and of a layer override) its trained parameters do not depend on,
   /// which an evaluation variant may change; each covers its subtree ("position").
   std::vector<std::string> eval_safe_keys;
-  /// Reads options from `s` (the `model.<name>` section, or an override map). `base`: the options
-  /// the section overrides (nullptr for `model.<name>` itself). Records problems in the config.
-  std::function<std::any(Section s, const ModelDims& dims, const std::any* base)> read;
-  /// Builds the mixer from what read() returned. Throws ConfigError / PluginError.
-  std::function<std::shared_ptr<Mixer>(const std::any& options, const MixerBuildContext& ctx)>
-      build;
+  /// Built-in types: the factory. nullptr for a plugin type: the host calls its library's.
+  MixerFactory* factory = nullptr;
+  /// Built-in types: reads and checks the settings as the factory does, without building, and
+  /// records problems in the config: the `model:` reader calls it so that every problem is
+  /// reported before anything is built. nullptr for a plugin type, whose factory checks them
+  /// when the model is built.
+  void (*check)(Section& params, const MixerContext& ctx) = nullptr;
 };
+
+/// A built-in MixerType from an options reader and a constructor, each in the type's own file:
+/// Read(params, ctx) returns the options and records problems in the config (ctx.position is
+/// null when it only checks); Make(options, ctx) builds the mixer. The factory reads, then throws
+/// ConfigError listing every problem recorded (unknown keys included), then builds.
+template <class Options, Options (*Read)(Section&, const MixerContext&),
+          std::shared_ptr<Mixer> (*Make)(const Options&, const MixerContext&)>
+MixerType builtin_mixer_type(std::string name, char letter, std::string description,
+                             std::vector<std::string> eval_safe_keys) {
+  MixerType t;
+  t.name = std::move(name);
+  t.letter = letter;
+  t.description = std::move(description);
+  t.eval_safe_keys = std::move(eval_safe_keys);
+  t.check = [](Section& params, const MixerContext& ctx) {
+    Read(params, ctx);
+    params.finish();
+  };
+  t.factory = [](Section& params, const MixerContext& ctx) -> std::shared_ptr<Mixer> {
+    const Options options = Read(params, ctx);
+    params.finish();
+    params.config().raise_errors();
+    return Make(options, ctx);
+  };
+  return t;
+}
+
+/// Builds a mixer of `type` from its settings `params` (its `model.<name>` section, or a layer's
+/// override over it): a built-in type's factory, or the plugin's through `host` (tried first in
+/// a supervised child). Throws ConfigError naming params' keys, PluginError.
+std::shared_ptr<Mixer> build_mixer(const MixerType& type, Section& params, const MixerContext& ctx,
+                                   PluginHost& host);
 
 /// The mixer types a model can name, by name and by pattern letter, each with its origin ("built
 /// in", or its plugin library's path). builtin() holds the built-in types; of(cfg) holds them and
@@ -77,9 +87,8 @@ class MixerRegistry {
   /// HYBRIDLAB_PLUGIN_PATH, the installation's folder), searched once per search path (each
   /// library's code runs first in a supervised child). A plugin whose name or letter is taken (a
   /// built-in type's, an earlier plugin's) is not used, and note() says so. Throws nothing: a
-  /// search that fails leaves the built-in types and says why in note(). A plugin type's read()
-  /// keeps its settings for its factory, which reads (and checks) them when the model is built,
-  /// through MixerBuildContext::host.
+  /// search that fails leaves the built-in types and says why in note(). A plugin type's
+  /// factory reads (and checks) its settings when the model is built, through the host.
   static const MixerRegistry& of(const Config& cfg);
 
   /// An empty registry over `builtin` (the built-in types a search path's registry sits on;

@@ -1,6 +1,6 @@
 // Mixer types provided by mixer plugins (hybridlab/mixer.h): the registry of a search path, over
-// the built-in types, and building them through the plugin host. Their settings are the
-// plugin's to read.
+// the built-in types, and building any type (a plugin's through the plugin host, which reads
+// its settings).
 
 #include <fmt/format.h>
 
@@ -10,14 +10,6 @@ namespace hybridlab {
 
 namespace {
 
-// A plugin mixer's settings: the `model.<name>` map, or it with a layer's override merged over
-// it, kept for the plugin's factory (which reads and checks them when the model is built).
-struct PluginMixerSettings {
-  Config config;
-  std::string path;  ///< where the settings stand: "model.deltanet", "model.overrides.3"
-  YAML::Node node;   ///< a map
-};
-
 MixerType plugin_mixer_type(const PluginRecord& r) {
   MixerType t;
   t.name = r.name;
@@ -25,35 +17,16 @@ MixerType plugin_mixer_type(const PluginRecord& r) {
   t.description = r.description + " (plugin " + r.file + ")";
   t.plugin_file = r.file;
   t.eval_safe_keys = r.eval_safe_keys;
-  t.read = [](Section s, const ModelDims&, const std::any* base) -> std::any {
-    PluginMixerSettings out{s.config(), s.path(),
-                            base
-                                ? YAML::Clone(std::any_cast<const PluginMixerSettings&>(*base).node)
-                                : YAML::Node(YAML::NodeType::Map)};
-    if (s.node().IsDefined() && !s.node().IsMap()) return out;  // child() reported it
-    for (const std::string& key : s.keys()) {
-      s.accept(key);  // the plugin reads (and reports) its keys when it builds the mixer
-      out.node[key] = YAML::Clone(s.node()[key]);
-    }
-    return out;
-  };
-  const std::string name = r.name;
-  t.build = [name](const std::any& opts, const MixerBuildContext& ctx) -> std::shared_ptr<Mixer> {
-    const auto& settings = std::any_cast<const PluginMixerSettings&>(opts);
-    if (!ctx.host) throw PluginError("mixer '" + name + "' is a plugin: building it needs a host");
-    Section params = settings.config.section_at(settings.path, settings.node);
-    MixerContext mc;
-    mc.d_model = ctx.d_model;
-    mc.layer_index = ctx.layer_index;
-    mc.train_length = ctx.lengths.train_length;
-    mc.max_length = ctx.lengths.max_length;
-    mc.fused_kernels = ctx.fused_kernels;
-    return ctx.host->create_mixer(name, params, mc);
-  };
-  return t;
+  return t;  // no factory: the host calls the library's (build_mixer)
 }
 
 }  // namespace
+
+std::shared_ptr<Mixer> build_mixer(const MixerType& type, Section& params, const MixerContext& ctx,
+                                   PluginHost& host) {
+  if (type.factory) return type.factory(params, ctx);
+  return host.create_mixer(type.name, params, ctx);
+}
 
 std::unique_ptr<MixerRegistry> MixerRegistry::scan(const Config& cfg) {
   std::unique_ptr<MixerRegistry> r(new MixerRegistry(&builtin()));

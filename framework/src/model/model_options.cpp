@@ -166,38 +166,41 @@ std::vector<const MixerType*> read_layer_types(Section& s, MixerLookup& lookup) 
   return types;
 }
 
-// The options of each mixer type the layers use or the section configures, one LayerSpec per
-// layer, and the sections of plugin mixers no layer uses (built once with the model).
+// The settings of each mixer type the layers use or the section configures (a built-in type's
+// checked here), one LayerSpec per layer, and the sections of plugin mixers no layer uses (built
+// once with the model).
 void read_mixer_options(Section& s, const std::vector<const MixerType*>& types, MixerLookup& lookup,
                         ModelOptions& o) {
-  const ModelDims dims{o.d_model, o.fused_kernels};
-  std::map<const MixerType*, std::any> base;
-  for (const MixerType* type : lookup.builtin().types()) {
-    const MixerType& t = *type;
-    bool used = false;
-    for (const MixerType* u : types) used = used || u == &t;
-    if (used || s.has(t.name)) base[&t] = t.read(s.child(t.name), dims, nullptr);
+  const MixerContext ctx = mixer_read_context(o);
+  std::map<const MixerType*, Section> base;
+  const auto read = [&](const MixerType* t) {
+    Section settings = s.child(t->name);
+    if (t->check) t->check(settings, ctx);
+    return base.emplace(t, settings).first->second;
+  };
+  for (const MixerType* t : lookup.builtin().types()) {
+    const bool used = std::find(types.begin(), types.end(), t) != types.end();
+    if (used || s.has(t->name)) read(t);
   }
   for (const MixerType* t : types) {  // plugin mixers the layers use
-    if (!base.count(t)) base[t] = t->read(s.child(t->name), dims, nullptr);
+    if (!base.count(t)) read(t);
   }
   for (const std::string& key : s.keys()) {  // sections of plugin mixers no layer uses
     if (key.size() < 2 || is_model_key(key) || lookup.builtin().find(key)) continue;
     if (const MixerType* t = lookup.find(key); t && !base.count(t)) {
-      base[t] = t->read(s.child(t->name), dims, nullptr);
-      o.unused_plugin_mixers.push_back(LayerSpec{t, base[t], false});
+      o.unused_plugin_mixers.push_back(LayerSpec{t, read(t), false});
     }
   }
   for (const MixerType* t : types) {
-    o.layers.push_back(LayerSpec{t, base[t], false});
+    o.layers.push_back(LayerSpec{t, base.at(t), false});
     o.layers_text += t->letter;
   }
 }
 
-// `model.overrides`: per layer index (negative from the end), that layer's mixer options read
-// over its base options.
+// `model.overrides`: per layer index (negative from the end), that layer's mixer settings read
+// over its base settings.
 void read_overrides(Section ov, ModelOptions& o) {
-  const ModelDims dims{o.d_model, o.fused_kernels};
+  const MixerContext ctx = mixer_read_context(o);
   const int64_t n = static_cast<int64_t>(o.layers.size());
   std::map<int64_t, std::string> claimed;  // layer index -> the key that named it first
   for (const std::string& key : ov.keys()) {
@@ -223,10 +226,22 @@ void read_overrides(Section ov, ModelOptions& o) {
       continue;
     }
     LayerSpec& layer = o.layers[static_cast<size_t>(at)];
-    layer.options = layer.type->read(ov.child(key), dims, &layer.options);
+    layer.settings = ov.child(key).over(layer.settings);
+    if (layer.type->check) layer.type->check(layer.settings, ctx);
     layer.overridden = true;
   }
   ov.finish();
+}
+
+MlpOptions read_mlp_options(Section s) {
+  MlpOptions o;
+  o.intermediate_size = s.get<int64_t>("intermediate_size", o.intermediate_size);
+  o.multiple_of = s.get<int64_t>("multiple_of", o.multiple_of);
+  s.check(o.intermediate_size >= 0, "intermediate_size",
+          "must be >= 0 (0 = round_up(8*d_model/3, multiple_of))");
+  s.check(o.multiple_of > 0, "multiple_of", "must be > 0");
+  s.finish();
+  return o;
 }
 
 ModelHead read_head(Section& s) {
@@ -241,6 +256,23 @@ ModelHead read_head(Section& s) {
 }
 
 }  // namespace
+
+MixerContext mixer_read_context(const ModelOptions& opts) {
+  MixerContext ctx;
+  ctx.d_model = opts.d_model;
+  ctx.fused_kernels = opts.fused_kernels;
+  return ctx;
+}
+
+AttentionMixerOptions attention_options(const LayerSpec& layer, const ModelOptions& opts) {
+  Section settings = layer.settings;
+  return read_attention_options(settings, mixer_read_context(opts));
+}
+
+GatedDeltaNetOptions gated_deltanet_options(const LayerSpec& layer, const ModelOptions& opts) {
+  Section settings = layer.settings;
+  return read_gated_deltanet_options(settings, mixer_read_context(opts));
+}
 
 const char* model_head_name(ModelHead h) {
   return h == ModelHead::kAutoEncoder ? "autoencoder" : "causal_lm";

@@ -1,7 +1,6 @@
 #pragma once
 // ModelOptions: the `model:` section read by read_model_options (model_options.cpp).
 
-#include <any>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,17 +8,18 @@
 
 #include "hybridlab/model.h"
 #include "layers/mlp.h"
-#include "model/layer_options.h"
+#include "model/builtin_mixers.h"
 #include "model/mixer.h"
 #include "model/position_spec.h"
 
 namespace hybridlab {
 
-/// One layer of the graph: its mixer type and that mixer's options (base options of the type with
-/// this layer's override applied).
+/// One layer of the graph: its mixer type and that mixer's settings, which its factory reads
+/// when the model is built (build_mixer).
 struct LayerSpec {
   const MixerType* type = nullptr;
-  std::any options;  ///< what type->read returned (AttentionOptions, GatedDeltaNetOptions, ...)
+  /// `model.<name>`, or this layer's override over it (Section::over).
+  Section settings;
   bool overridden = false;
 };
 
@@ -55,5 +55,15 @@ struct ModelOptions {
   /// expand_model_from). "" = none: the model starts from its initialisation.
   std::string from;
 };
+
+/// The context a mixer of `opts` is read in: its width and model.fused_kernels (no position
+/// service, no lengths).
+MixerContext mixer_read_context(const ModelOptions& opts);
+
+/// The options of `layer` (an attention or a Gated DeltaNet layer of `opts`), read again from its
+/// settings as its factory reads them: what export and import map onto other layouts. Problems
+/// were reported when the model section was read.
+AttentionMixerOptions attention_options(const LayerSpec& layer, const ModelOptions& opts);
+GatedDeltaNetOptions gated_deltanet_options(const LayerSpec& layer, const ModelOptions& opts);
 
 }  // namespace hybridlab

@@ -27,6 +27,7 @@ PositionSpec read_position_spec(Section s) {
   spec.where = s.location("scheme");
   spec.path = s.path();
   if (s.node().IsDefined() && s.node().IsMap()) spec.params = s;
+  spec.section = s;
   // The scheme's own keys are read (and unknown ones reported) by the plugin at build time.
   return spec;
 }

@@ -17,8 +17,11 @@ namespace hybridlab {
 struct PositionSpec {
   std::string scheme = "nope";    ///< plugin name or path to a .so
   std::optional<Section> params;  ///< the `position:` map (absent: no params)
-  Location where;                 ///< where the scheme was chosen, for build-time errors
-  std::string path;               ///< dotted config path of the map, for messages
+  /// The reader the spec was read with (set by read_position_spec; over nothing when the map is
+  /// absent), to read it again where it stands (PositionService::build).
+  std::optional<Section> section;
+  Location where;    ///< where the scheme was chosen, for build-time errors
+  std::string path;  ///< dotted config path of the map, for messages
   /// scheme + canonical YAML of the params: layers with equal keys may share one instance.
   std::string key() const;
 };

@@ -508,9 +508,12 @@ void probe_mixer_factory(const std::string& name, const std::string& file, Mixer
                          Section& params, const MixerContext& ctx) {
   const std::string context = fmt::format("mixer {} {} {} {} {}", ctx.d_model, ctx.layer_index,
                                           ctx.train_length, ctx.max_length, ctx.fused_kernels);
+  // A layer's override reads its absent keys from its base: the settings are all of them.
+  std::string settings;
+  for (const Section* s = &params; s; s = s->base()) settings += YAML::Dump(s->node()) + "\n";
   probe_once<Mixer>(
-      file + "\n" + YAML::Dump(params.node()) + "\n" + context, name, file, "mixer",
-      [&] { return factory(params, ctx); }, [&](Mixer& m) { exercise_mixer(m, name, ctx); });
+      file + "\n" + settings + context, name, file, "mixer", [&] { return factory(params, ctx); },
+      [&](Mixer& m) { exercise_mixer(m, name, ctx); });
 }
 
 }  // namespace hybridlab::detail

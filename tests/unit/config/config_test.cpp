@@ -55,6 +55,46 @@ TEST_CASE("assigning one section to another rebinds it and leaves the tree alone
   CHECK(cfg.section("base").get<std::string>("scheme", "") == "rope");
 }
 
+TEST_CASE("a section over a base reads absent keys from it, each problem where it stands",
+          "[config]") {
+  Config cfg = Config::parse(
+      "base: {heads: 4, window: 64, eps: bad, position: {scheme: rope}, typo: 1}\n"
+      "layer: {window: 8, extra: 2}\n",
+      "o.yaml");
+  Section layer = cfg.section("layer").over(cfg.section("base"));
+  CHECK(layer.get<int64_t>("window", 0) == 8);  // its own value
+  CHECK(layer.get<int64_t>("heads", 0) == 4);   // the base's
+  CHECK(layer.get<int64_t>("depth", 3) == 3);   // neither: the default
+  CHECK(layer.get<double>("eps", 0.5) == 0.5);  // the base's value is bad: the fallback
+  CHECK(layer.has("heads"));
+  CHECK(layer.keys() == std::vector<std::string>{"window", "extra"});
+  Section position = layer.child("position");  // a map only the base has: the base's own
+  CHECK(position.path() == "base.position");
+  CHECK(position.get<std::string>("scheme", "") == "rope");
+  layer.finish();
+  // Values read through the layer are recorded under it; the base's map is left where it is.
+  const YAML::Node resolved = cfg.resolved();
+  CHECK(resolved["layer"]["heads"].as<int64_t>() == 4);
+  CHECK(resolved["layer"]["depth"].as<int64_t>() == 3);
+  CHECK_FALSE(resolved["layer"]["position"].IsDefined());
+  CHECK(resolved["base"]["position"]["scheme"].as<std::string>() == "rope");
+  // Each problem once, at its own key: the bad value and the unknown key of the base in the base,
+  // the unknown key of the layer in the layer.
+  const std::vector<std::string>& errors = cfg.errors();
+  REQUIRE(errors.size() == 3u);
+  CHECK_THAT(errors[0], Contains("o.yaml:1:") && Contains("base.eps: expected a finite number"));
+  CHECK_THAT(errors[1], Contains("o.yaml:1:") && Contains("base.typo: unknown key 'typo'"));
+  CHECK_THAT(errors[2], Contains("o.yaml:2:") && Contains("layer.extra: unknown key 'extra'"));
+  // A map the layer names replaces the base's whole.
+  Config named = Config::parse(
+      "base: {position: {scheme: rope, theta: 9}}\n"
+      "layer: {position: {scheme: alibi}}\n",
+      "n.yaml");
+  Section own = named.section("layer").over(named.section("base")).child("position");
+  CHECK(own.path() == "layer.position");
+  CHECK_FALSE(own.has("theta"));
+}
+
 TEST_CASE("a missing config file is an error naming the file", "[config]") {
   const std::string msg = error_of([] { Config::load("/nonexistent/exp.yaml"); });
   CHECK_THAT(msg, Contains("/nonexistent/exp.yaml") && Contains("does not exist"));

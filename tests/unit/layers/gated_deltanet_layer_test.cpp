@@ -11,7 +11,7 @@
 #include "layers/gated_deltanet.h"
 #include "layers/kernels/gated_deltanet_kernels.h"
 #include "layers_test_util.h"
-#include "model/layer_options.h"
+#include "model/builtin_mixers.h"
 
 using namespace hybridlab;
 
@@ -128,13 +128,23 @@ TEST_CASE("GDN layer: causal (a future token changes no earlier output)", "[gdn]
   REQUIRE(hybridlab::test::max_abs_diff(y2.select(1, 37), y.select(1, 37)) > 1e-3);
 }
 
+namespace {
+MixerContext gdn_context(int64_t d_model, bool fused_kernels) {
+  MixerContext ctx;
+  ctx.d_model = d_model;
+  ctx.fused_kernels = fused_kernels;
+  return ctx;
+}
+}  // namespace
+
 TEST_CASE("GDN options: an overflowing value width is a located error", "[gdn]") {
   // head_dim 32 * 99999999999999999999 would overflow the width's llround (found by the fuzz
   // harness's per-key cases: "GatedDeltaNet: bad head layout" from LibTorch).
   for (const char* v : {"99999999999999999999", "1e13"}) {
     INFO(v);
     Config cfg = Config::parse(std::string("g: {n_heads: 2, expand_v: ") + v + "}\n", "g.yaml");
-    read_gated_deltanet_options(cfg.section("g"), ModelDims{64}, nullptr);
+    Section g = cfg.section("g");
+    read_gated_deltanet_options(g, gdn_context(64, true));
     REQUIRE(cfg.errors().size() == 1u);
     CHECK_THAT(cfg.errors()[0], Catch::Contains("g.yaml:1:17: g.expand_v: head_dim * expand_v "
                                                 "must be a whole number from 1 to 2^40"));
@@ -145,12 +155,13 @@ TEST_CASE("GDN options: fused_kernels belongs to model.fused_kernels, an equal o
           "[gdn]") {
   // Configurations resolved before model.fused_kernels owned the key carry both, equal.
   Config same = Config::parse("g: {n_heads: 2, fused_kernels: false}\n", "g.yaml");
-  const GatedDeltaNetOptions o =
-      read_gated_deltanet_options(same.section("g"), ModelDims{64, false});
+  Section g = same.section("g");
+  const GatedDeltaNetOptions o = read_gated_deltanet_options(g, gdn_context(64, false));
   CHECK(same.errors().empty());
   CHECK_FALSE(o.fused_kernels);  // the model's value, whatever the default
   Config differ = Config::parse("g: {n_heads: 2, fused_kernels: false}\n", "g.yaml");
-  read_gated_deltanet_options(differ.section("g"), ModelDims{64, true});
+  Section d = differ.section("g");
+  read_gated_deltanet_options(d, gdn_context(64, true));
   REQUIRE(differ.errors().size() == 1u);
   CHECK_THAT(differ.errors()[0],
              Catch::Contains("g.yaml:1:17: g.fused_kernels: model.fused_kernels switches every "

@@ -15,6 +15,7 @@
 #include "layers_test_util.h"
 #include "mixer_plugin_test_util.h"
 #include "model/hybrid_model.h"
+#include "model/layer_positions.h"
 #include "model/model_options.h"
 
 using namespace hybridlab;
@@ -221,13 +222,14 @@ TEST_CASE("mixer conformance: every registered type, causal, decode == forward, 
     CAPTURE(type->name, registry.origin(type->name));
     torch::manual_seed(7);
     Config cfg = Config::parse("{}", "test.yaml");
-    const std::any options = type->read(cfg.root(), ModelDims{32}, nullptr);
-    REQUIRE(cfg.errors().empty());
-    MixerBuildContext ctx;
+    Section params = cfg.root();
+    LayerPositions positions(*host, ModelBuildContext(64, 64));
+    MixerContext ctx;
     ctx.d_model = 32;
-    ctx.host = host.get();
-    ctx.lengths = ModelBuildContext(64, 64);
-    auto m = type->build(options, ctx);
+    ctx.train_length = ctx.max_length = 64;
+    ctx.position = &positions;
+    auto m = build_mixer(*type, params, ctx, *host);
+    REQUIRE(cfg.errors().empty());
     m->to(torch::kDouble);
     const int64_t T = 21;
     const torch::Tensor x = torch::randn({2, T, 32}, torch::kDouble);
@@ -297,6 +299,37 @@ TEST_CASE("mixer plugins: an unknown letter lists the plugin mixers", "[mixer]")
 }  // namespace mixer_plugins_test
 
 namespace mixer_plugins_test {
+TEST_CASE("mixer plugins: a plugin mixer takes its scheme from MixerContext::position",
+          "[mixer][plugins][position]") {
+  PluginHost host({std::string(HYBRIDLAB_BINARY_DIR) + "/test-fixtures/positioned_mixer",
+                   HYBRIDLAB_TEST_PLUGIN_DIR});
+  LayerPositions positions(host, ModelBuildContext(64, 64));
+  MixerContext ctx;
+  ctx.d_model = 32;
+  ctx.train_length = ctx.max_length = 64;
+  ctx.position = &positions;
+  Config cfg = Config::parse("{position: {scheme: alibi}}", "m.yaml");
+  Section params = cfg.root();
+  const std::shared_ptr<Mixer> m = host.create_mixer("positioned", params, ctx);
+  REQUIRE(m->position_scheme());
+  CHECK(m->position_scheme()->name() == "alibi");
+  CHECK(m->info(64).position == "alibi");
+  CHECK(m->position_scheme()->hooks() == kHookLogitBias);
+  // The scheme reads its keys where they stand: a table shorter than the model serves is refused
+  // at its key.
+  Config short_cfg =
+      Config::parse("{position: {scheme: learned, max_position_embeddings: 16}}", "short.yaml");
+  Section short_params = short_cfg.root();
+  try {
+    host.create_mixer("positioned", short_params, ctx);
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Contains("short.yaml:1") &&
+                             Contains("position.max_position_embeddings: the table has 16 rows") &&
+                             Contains("used at length 64"));
+  }
+}
+
 TEST_CASE("mixer plugins: a forward of the wrong shape is refused naming the plugin",
           "[mixer][plugins]") {
   PluginHost host({std::string(HYBRIDLAB_BINARY_DIR) + "/test-fixtures/mixer_clash"});

@@ -19,7 +19,6 @@
 #include "layers/gated_deltanet.h"
 #include "layers_test_util.h"
 #include "model/hybrid_model.h"
-#include "model/layer_options.h"
 #include "model/model_options.h"
 
 using namespace hybridlab;
@@ -81,10 +80,8 @@ TEST_CASE("layer graph: explicit list, string pattern and per-layer overrides by
     -1: {n_heads: 2, causal: false}
 )");
   REQUIRE(opts->layers_text == "AGGAA");
-  auto att = [&](size_t i) {
-    return std::any_cast<AttentionMixerOptions>(opts->layers[i].options).layer;
-  };
-  auto gdn = [&](size_t i) { return std::any_cast<GatedDeltaNetOptions>(opts->layers[i].options); };
+  auto att = [&](size_t i) { return attention_options(opts->layers[i], *opts).layer; };
+  auto gdn = [&](size_t i) { return gated_deltanet_options(opts->layers[i], *opts); };
   REQUIRE(att(0).window == 8);
   REQUIRE(att(0).n_heads == 4);
   REQUIRE(att(3).window == 64);

@@ -147,7 +147,7 @@ TEST_CASE("a plugin built against API v2 loads and runs, a v3 hook from it is re
 
 TEST_CASE("a mixer plugin built against mixer API v2 loads and runs, with no eval-safe keys",
           "[plugins][api]") {
-  REQUIRE(kMixerPluginApiVersion == 3);
+  REQUIRE(kMixerPluginApiVersion == 4);
   REQUIRE(kMixerPluginApiOldest == 2);
   PluginHost host({kFixtures + "mixer_api_v2", HYBRIDLAB_TEST_PLUGIN_DIR});
   const PluginRecord r = host.load_file(kFixtures + "mixer_api_v2/mixer_api_v2.so");
@@ -163,7 +163,7 @@ TEST_CASE("a mixer plugin built against mixer API v2 loads and runs, with no eva
   auto mixer = host.create_mixer("mixer_v2", params, ctx);
   const torch::Tensor x = torch::arange(8, torch::kFloat).view({1, 2, 4});
   CHECK(torch::equal(mixer->forward(x, torch::arange(2), nullptr), 2 * x));
-  // A v3 record's keys arrive as it lists them.
+  // A current record's keys arrive as it lists them.
   CHECK(host.load_file(std::string(HYBRIDLAB_TEST_PLUGIN_DIR) + "/mamba2.so").eval_safe_keys ==
         std::vector<std::string>{"chunk_size"});
 }
