@@ -1,5 +1,5 @@
 // Training cost of attention, the dense per-block path against the tiled FlashAttention-2 path
-// (layers/attention_tiled.h): d_model 256, 4 heads of 64, causal, batch 1, fp32, one core.
+// (layers/kernels/attention_tiled.h): d_model 256, 4 heads of 64, causal, batch 1, fp32, one core.
 //
 // BM_AttentionTrainTime/T/scheme: forward + backward of the whole layer (x requires grad) by each
 //   path; BM_AttendTrainTime/T/scheme: the same for Attention::attend alone (q, k, v require
@@ -53,7 +53,7 @@
 #include "hybridlab/plugin_host.h"
 #include "hybridlab/position.h"
 #include "layers/attention.h"
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 
 namespace {
 

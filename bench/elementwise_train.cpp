@@ -14,6 +14,8 @@
 #include <chrono>
 #include <vector>
 
+#include "layers/kernels/rms_norm_cpu.h"
+#include "layers/kernels/swiglu_cpu.h"
 #include "layers/mlp.h"
 #include "layers/norm.h"
 

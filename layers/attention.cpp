@@ -8,14 +8,14 @@
 #include <limits>
 
 #include "hybridlab/error.h"
+#include "hybridlab/position_hooks.h"
 #include "hybridlab/runtime.h"
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 #include "layers/kernels/gated_deltanet_kernels.h"
 #include "layers/kernels/linear_cpu.h"
 #include "layers/kernels/path_attention.h"
 #include "layers/kernels/recompute.h"
 #include "layers/kernels/stick_breaking.h"
-#include "layers/position_hooks.h"
 
 namespace hybridlab {
 

@@ -3,8 +3,8 @@
 // sliding window, optional qk-norm and sigmoid output gate (Qwen3-Next "gated attention"), and the
 // positional-scheme hooks of DESIGN.md §2, normalised by softmax or by stick-breaking. Computed by
 // query blocks so a long sequence never materialises a full [H,T,T] score tensor; in training, long
-// sequences take the tiled FlashAttention-2 path (layers/attention_tiled.h), so autograd does not
-// keep the softmax weights of every block either.
+// sequences take the tiled FlashAttention-2 path (layers/kernels/attention_tiled.h), so autograd
+// does not keep the softmax weights of every block either.
 //
 // Sources: Vaswani et al. 2017 (scaled dot-product attention, eq. 1); Ainslie et al. 2023 (GQA:
 // query head h reads key/value head h / (n_heads / n_kv_heads)); Qwen3-Next (HF
@@ -24,7 +24,7 @@
 
 #include "hybridlab/mixer.h"
 #include "hybridlab/position.h"
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 #include "layers/norm.h"
 
 namespace hybridlab {
@@ -100,7 +100,8 @@ struct PathTerms {
 enum class AttendPath {
   kAuto,   ///< tiled when training at or above Attention::kTiledMinQueries queries, else dense
   kDense,  ///< the per-query-block path (matmul-mask-softmax, or SDPA where allowed)
-  kTiled,  ///< tiled_attention (layers/attention_tiled.h) for fp32/fp64, with or without autograd
+  kTiled,  ///< tiled_attention (layers/kernels/attention_tiled.h) for fp32/fp64, with or without
+           ///< autograd
 };
 
 /// KV cache of one attention layer: keys are stored UNrotated (after qk-norm) and the rotate hook

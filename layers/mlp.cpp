@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "layers/kernels/cpu_vector.h"
+#include "layers/kernels/swiglu_cpu.h"
 
 namespace hybridlab {
 

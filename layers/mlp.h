@@ -20,15 +20,9 @@ struct MlpOptions {
 /// The hidden width used for a model of width d_model.
 int64_t mlp_hidden_size(const MlpOptions& opts, int64_t d_model);
 
-/// SiLU(a) ⊙ b with gradients, as one fused CPU pass forward and one backward (a
-/// torch::autograd::Function; derivation in layers/mlp_fused.cpp). a, b [...] of one shape and
-/// dtype, fp32/fp64 on the CPU; returns [...]. Equal to the tensor form to rounding, values and
-/// gradients. Throws c10::Error on other devices or dtypes, or differing shapes. Not twice
-/// differentiable.
-torch::Tensor swiglu_fused_cpu(const torch::Tensor& a, const torch::Tensor& b);
-
 /// The SwiGLU block. For fp32/fp64 CPU inputs that need gradients, the gating runs as
-/// swiglu_fused_cpu; otherwise (and with fused_kernels false, the reference) as LibTorch ops.
+/// swiglu_fused_cpu (layers/kernels/swiglu_cpu.h); otherwise (and with fused_kernels false, the
+/// reference) as LibTorch ops.
 class SwiGLU : public torch::nn::Module {
  public:
   SwiGLU(int64_t d_model, int64_t hidden, bool fused_kernels = true);

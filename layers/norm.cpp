@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "layers/kernels/cpu_vector.h"
+#include "layers/kernels/rms_norm_cpu.h"
 
 namespace hybridlab {
 

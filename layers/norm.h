@@ -16,8 +16,8 @@ namespace hybridlab {
 /// the input dtype; the result has the input dtype. weight [dim] is initialised to ones (not
 /// zero-centred). For fp32/fp64 CPU tensors, forward runs fused CPU passes (equal to the tensor
 /// form to rounding): without gradients a forward-only pass (row norms from LibTorch, one
-/// elementwise loop), with gradients rms_norm_fused_cpu; otherwise (another device, or
-/// fused_kernels false) the LibTorch tensor form.
+/// elementwise loop), with gradients rms_norm_fused_cpu (layers/kernels/rms_norm_cpu.h); otherwise
+/// (another device, or fused_kernels false) the LibTorch tensor form.
 class RMSNorm : public torch::nn::Module {
  public:
   /// dim: size of the last dimension; eps: added inside the square root; fused_kernels: false
@@ -51,15 +51,5 @@ class GatedRMSNorm : public torch::nn::Module {
   double eps_;
   bool fused_kernels_;
 };
-
-/// RMSNorm (z undefined) or gated RMSNorm (z defined) with gradients, as one fused CPU pass
-/// forward and one backward (a torch::autograd::Function; derivation in layers/norm_fused.cpp):
-/// y = x · (mean(x², last dim) + eps)^{-1/2} · weight [· SiLU(z)]. x, z [..., D], weight [D]; y
-/// [..., D] in x's dtype; weight and z are cast to it (their gradients flow through the cast).
-/// Computes in x's dtype (the tensor form computes fp32 inputs in fp32 too). Equal to the tensor
-/// form to rounding, values and gradients. Throws c10::Error unless every tensor is fp32/fp64 on
-/// the CPU and the shapes agree. Not twice differentiable.
-torch::Tensor rms_norm_fused_cpu(const torch::Tensor& x, const torch::Tensor& weight,
-                                 const torch::Tensor& z, double eps);
 
 }  // namespace hybridlab

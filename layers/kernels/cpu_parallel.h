@@ -24,6 +24,13 @@ namespace hybridlab::cpu {
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& f);
 
+/// The grain of parallel_for over rows of `row_elems` elements each: enough rows per chunk
+/// (16384 elements, at least one row) to repay handing the chunk to a thread. Never throws.
+inline int64_t row_grain(int64_t row_elems) {
+  const int64_t per_row = row_elems > 1 ? row_elems : 1;
+  return 16384 / per_row > 1 ? 16384 / per_row : 1;
+}
+
 /// Whether parallel_for can run on more than one thread in this build (LibTorch's OpenMP or
 /// native thread pool was found). Never throws.
 bool parallel_for_is_threaded();

@@ -71,16 +71,13 @@ void check_shapes(const torch::Tensor& z, const torch::Tensor& q_pos, const torc
               "], got ", visible.sizes());
 }
 
-// Rows of at least this many elements per chunk of parallel_for.
-int64_t row_grain(int64_t bk) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(bk, 1)); }
-
 // Log-weights of every row, from the query backwards: acc is Σ log(1 − β) over the earlier keys
 // nearer the query than j. Keys that do not break the stick get −inf (weight 0); the own key the
 // whole sum (the leftover).
 template <typename T>
 void log_weights(const T* z, const T* softplus, T* out, const uint8_t* earlier, const int64_t* own,
                  int64_t rows, int64_t bq, int64_t bk) {
-  cpu::parallel_for(0, rows, row_grain(bk), [&](int64_t begin, int64_t end) {
+  cpu::parallel_for(0, rows, cpu::row_grain(bk), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i = r % bq;
       const T* zr = z + r * bk;
@@ -106,7 +103,7 @@ void log_weights(const T* z, const T* softplus, T* out, const uint8_t* earlier, 
 template <typename T>
 void logit_grads(const T* w, const T* dw, const T* beta, T* dz, const uint8_t* earlier,
                  const int64_t* own, int64_t rows, int64_t bq, int64_t bk) {
-  cpu::parallel_for(0, rows, row_grain(bk), [&](int64_t begin, int64_t end) {
+  cpu::parallel_for(0, rows, cpu::row_grain(bk), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i = r % bq;
       const T* wr = w + r * bk;

@@ -174,6 +174,23 @@ class LanguageModel : public torch::nn::Module {
 /// tie_embeddings, init_std (docs/layers.md).
 std::shared_ptr<ModelOptions> read_model_options(Section model);
 
+/// The figures of a model's options that are checked before anything is built (the experiment
+/// reader's memory bounds and task checks).
+struct ModelShape {
+  int64_t d_model = 0;
+  int64_t vocab_size = 0;
+  int64_t layers = 0;      ///< the layer count
+  int64_t mlp_hidden = 0;  ///< SwiGLU's hidden width (d_model itself for widths of 2^40 or more)
+  bool tie_embeddings = true;
+  bool autoencoder = false;  ///< `model.head: autoencoder`
+};
+
+/// The shape of `opts`. Throws nothing.
+ModelShape model_shape(const ModelOptions& opts);
+
+/// Sets the vocabulary of `opts` (an unset `model.vocab_size` follows the task's). Throws nothing.
+void set_vocab_size(ModelOptions& opts, int64_t vocab_size);
+
 /// A mixer type a configuration can name in `model.layers`.
 struct MixerTypeInfo {
   char letter = 0;     ///< its pattern letter ('A')

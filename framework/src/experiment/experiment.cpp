@@ -15,8 +15,6 @@
 #include "hybridlab/interop.h"
 #include "hybridlab/model.h"
 #include "hybridlab/sweep.h"
-#include "layers/mlp.h"
-#include "model/model_options.h"
 
 namespace hybridlab {
 namespace {
@@ -136,12 +134,11 @@ struct ModelSize {
   double params, layer_floats, layers, vocab;
 };
 
-ModelSize model_size(const ModelOptions& m) {
+ModelSize model_size(const ModelOptions& opts) {
+  const ModelShape m = model_shape(opts);
   const double d = static_cast<double>(m.d_model);
-  // (mlp_hidden_size works in int64: keep absurd widths away from its rounding arithmetic)
-  const double hidden =
-      m.d_model < (int64_t{1} << 40) ? static_cast<double>(mlp_hidden_size(m.mlp, m.d_model)) : d;
-  const double layers = static_cast<double>(m.layers.size());
+  const double hidden = static_cast<double>(m.mlp_hidden);
+  const double layers = static_cast<double>(m.layers);
   const double vocab = static_cast<double>(m.vocab_size);
   return {vocab * d * (m.tie_embeddings ? 1 : 2) + layers * (4 * d * d + 3 * d * hidden),
           4 * d + 2 * hidden, layers, vocab};
@@ -342,18 +339,19 @@ namespace {
 void check_vocabulary(Section& root, const Config& cfg, Experiment& e) {
   if (e.task && e.model && !root.child("model").has("vocab_size")) {
     // Unset model.vocab_size follows the task, so every task works with the default model.
-    e.model->vocab_size = e.task->vocab_size();
+    set_vocab_size(*e.model, e.task->vocab_size());
     YAML::Node resolved = cfg.resolved();
-    resolved["model"]["vocab_size"] = e.model->vocab_size;
+    resolved["model"]["vocab_size"] = e.task->vocab_size();
   }
-  if (e.task && e.model && e.task->vocab_size() > e.model->vocab_size) {
+  const int64_t model_vocab = e.model ? model_shape(*e.model).vocab_size : 0;
+  if (e.task && e.model && e.task->vocab_size() > model_vocab) {
     // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
     Section task_s = root.child("task");
     Section model_s = root.child("model");
     const std::string msg = fmt::format(
         "task '{}' uses token ids up to {} (task.vocab_size {}) but model.vocab_size is {}; set "
         "model.vocab_size to at least {} or lower task.vocab_size",
-        e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), e.model->vocab_size,
+        e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), model_vocab,
         e.task->vocab_size());
     if (model_s.has("vocab_size") || !task_s.has("vocab_size")) {
       model_s.error("vocab_size", msg);
@@ -368,7 +366,7 @@ void check_vocabulary(Section& root, const Config& cfg, Experiment& e) {
 void check_head(Section& root, const Experiment& e) {
   if (!e.task || !e.model) return;
   const bool wanted = e.task->autoencoder();
-  if (wanted == (e.model->head == ModelHead::kAutoEncoder)) return;
+  if (wanted == model_shape(*e.model).autoencoder) return;
   Section model_s = root.child("model");
   const std::string msg =
       wanted ? fmt::format(
@@ -542,7 +540,7 @@ std::string length_memory_problem(const Experiment& e, int64_t length) {
   const double memory = physical_memory_bytes();
   if (memory <= 0 || !e.model) return "";
   const auto [params, layer_floats, layers, vocab] = model_size(*e.model);
-  const double d = static_cast<double>(e.model->d_model);
+  const double d = static_cast<double>(model_shape(*e.model).d_model);
   const double bytes =
       params * 4 + 4 * static_cast<double>(length) * (layer_floats + vocab + layers * 2 * d);
   if (bytes <= memory) return "";

@@ -6,8 +6,8 @@
 #include "hybridlab/error.h"
 #include "hybridlab/interop.h"
 #include "hybridlab/mixer.h"
+#include "hybridlab/position_hooks.h"
 #include "layers/kernels/linear_cpu.h"
-#include "layers/position_hooks.h"
 #include "model/layer_positions.h"
 #include "util/fault_context.h"
 

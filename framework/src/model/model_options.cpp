@@ -257,6 +257,21 @@ ModelHead read_head(Section& s) {
 
 }  // namespace
 
+ModelShape model_shape(const ModelOptions& opts) {
+  ModelShape s;
+  s.d_model = opts.d_model;
+  s.vocab_size = opts.vocab_size;
+  s.layers = static_cast<int64_t>(opts.layers.size());
+  // mlp_hidden_size rounds in int64: keep absurd widths away from its arithmetic.
+  s.mlp_hidden =
+      opts.d_model < (int64_t{1} << 40) ? mlp_hidden_size(opts.mlp, opts.d_model) : opts.d_model;
+  s.tie_embeddings = opts.tie_embeddings;
+  s.autoencoder = opts.head == ModelHead::kAutoEncoder;
+  return s;
+}
+
+void set_vocab_size(ModelOptions& opts, int64_t vocab_size) { opts.vocab_size = vocab_size; }
+
 MixerContext mixer_read_context(const ModelOptions& opts) {
   MixerContext ctx;
   ctx.d_model = opts.d_model;

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <set>
 
-#include "layers/position_hooks.h"
+#include "hybridlab/position_hooks.h"
 #include "plugin/library_registry.h"
 #include "util/supervised.h"
 

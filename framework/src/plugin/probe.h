@@ -36,11 +36,11 @@ ProbedLibrary probe_library(const std::string& file);
 /// Builds the scheme `factory(params, ctx)` of plugin `name` (`file`, built against plugin API
 /// `api_version`) in a supervised child, refuses hooks that API does not have, and calls each hook
 /// it declares once at a small shape (T = 8, or its max_length), checking the outputs
-/// (layers/position_hooks.h) and that they are finite (a bias may be -inf). Remembered per (file,
-/// settings, context). Throws PluginCrashed as probe_library does, and PluginError naming the
-/// scheme, the hook, what it should have returned and what it returned, for a hook that fails or
-/// returns a wrong tensor. What the factory itself throws is left to the caller's own call, which
-/// throws it again.
+/// (hybridlab/position_hooks.h) and that they are finite (a bias may be -inf). Remembered per
+/// (file, settings, context). Throws PluginCrashed as probe_library does, and PluginError naming
+/// the scheme, the hook, what it should have returned and what it returned, for a hook that fails
+/// or returns a wrong tensor. What the factory itself throws is left to the caller's own call,
+/// which throws it again.
 void probe_factory(const std::string& name, const std::string& file, int api_version,
                    PositionFactory& factory, Section& params, const PositionContext& ctx);
 

@@ -1,5 +1,5 @@
-// The tiled attention path (layers/attention_tiled.h) against the dense per-block reference path
-// of Attention::attend: values and the gradients of q, k, v and of every parameter of the
+// The tiled attention path (layers/kernels/attention_tiled.h) against the dense per-block reference
+// path of Attention::attend: values and the gradients of q, k, v and of every parameter of the
 // positional scheme, in fp64 (relative error <= 1e-10) and fp32 (<= 1e-5); causal and
 // bidirectional, windows smaller and larger than a tile, GQA, cached keys, lengths not divisible
 // by the tile and tiles longer than the sequence; every shipped attention-side scheme; central
@@ -18,7 +18,7 @@
 #include "hybridlab/config.h"
 #include "hybridlab/position.h"
 #include "layers/attention.h"
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 #include "layers_test_util.h"
 
 using namespace hybridlab;

@@ -19,7 +19,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/position.h"
 #include "layers/attention.h"
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 #include "layers_test_util.h"
 
 using namespace hybridlab;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "layers/kernels/swiglu_cpu.h"
 #include "layers/mlp.h"
 #include "support/tensor_match.h"
 

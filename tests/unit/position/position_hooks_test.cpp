@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "hybridlab/error.h"
-#include "layers/position_hooks.h"
+#include "hybridlab/position_hooks.h"
 
 using namespace hybridlab;
 

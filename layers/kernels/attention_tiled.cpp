@@ -15,7 +15,7 @@
 //    D_i = dO_i·O_i), w.r.t. v_j Σ_i P_ij dO_i and w.r.t. r_ij P_ij dO_i: the exact gradients of
 //    q, k, v and of the scheme's tables, for any hook the scheme computes.
 
-#include "layers/attention_tiled.h"
+#include "layers/kernels/attention_tiled.h"
 
 #include <torch/torch.h>
 
@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "hybridlab/position_hooks.h"
 #include "layers/kernels/linear_cpu.h"
-#include "layers/position_hooks.h"
 
 namespace hybridlab {
 

@@ -9,7 +9,7 @@
 
 #include "layers/kernels/cpu_parallel.h"
 #include "layers/kernels/cpu_vector.h"
-#include "layers/mlp.h"
+#include "layers/kernels/swiglu_cpu.h"
 
 namespace hybridlab {
 

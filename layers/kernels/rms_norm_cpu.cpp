@@ -14,7 +14,7 @@
 
 #include "layers/kernels/cpu_parallel.h"
 #include "layers/kernels/cpu_vector.h"
-#include "layers/norm.h"
+#include "layers/kernels/rms_norm_cpu.h"
 
 namespace hybridlab {
 
@@ -22,9 +22,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Rows per parallel task: enough elements to repay a fork.
-int64_t row_grain(int64_t D) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)); }
 
 // y, r for rows [r0, r1). x, z, sg = σ(z), y [R, D] (z and sg null without a gate), w [D],
 // rinv [R]. σ comes precomputed from LibTorch's vectorised sigmoid: a scalar exp in these loops
@@ -132,7 +129,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       const scalar_t* sp = ptr_or_null<scalar_t>(sg);
       scalar_t* yp = y.data_ptr<scalar_t>();
       scalar_t* rp = rinv.data_ptr<scalar_t>();
-      cpu::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
+      cpu::parallel_for(0, R, cpu::row_grain(D), [&](int64_t r0, int64_t r1) {
         rms_forward_any(xp, wp, zp, sp, yp, rp, r0, r1, D, eps);
       });
     });
@@ -162,7 +159,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
       scalar_t* dxp = dx.data_ptr<scalar_t>();
       scalar_t* dzp = dz.defined() ? dz.data_ptr<scalar_t>() : nullptr;
       scalar_t* dwp = dw_rows.data_ptr<scalar_t>();
-      cpu::parallel_for(0, R, row_grain(D), [&](int64_t r0, int64_t r1) {
+      cpu::parallel_for(0, R, cpu::row_grain(D), [&](int64_t r0, int64_t r1) {
         rms_backward_any(xp, wp, zp, sp, rp, dyp, dxp, dzp, dwp + at::get_thread_num() * D, r0, r1,
                          D);
       });

@@ -1,6 +1,6 @@
 // Checked calls of the positional-scheme hooks.
 
-#include "layers/position_hooks.h"
+#include "hybridlab/position_hooks.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
