@@ -143,7 +143,9 @@ class Section {
   /// Marks `key` as known without reading it (for keys read elsewhere, e.g. `extends`).
   void accept(const std::string& key);
 
-  /// Records `message` about `key` (located at the key, or at the section if the key is absent).
+  /// Records `message` about `key` (located at the key, or at the section if the key is absent;
+  /// for a section over a base, a key only the base has is named where it stands in the base,
+  /// the message saying which section read it).
   void error(const std::string& key, const std::string& message);
   /// error(key, message) unless `ok`.
   void check(bool ok, const std::string& key, const std::string& message) {
@@ -156,7 +158,7 @@ class Section {
   /// finish(), then Config::raise_errors().
   void done();
 
-  /// Where `key` is set (or this section, if it is not).
+  /// Where `key` is set (or this section, if it is not; a key only the base has, in the base).
   Location location(const std::string& key) const;
   /// The configuration this section reads.
   Config config() const { return Config(state_); }
@@ -183,6 +185,7 @@ class Section {
   std::string key_path(const std::string& key) const;
   YAML::Node value(const std::string& key) const;  // read without mutating the tree
   bool has_own(const std::string& key) const;      // has(), this map only
+  bool from_base(const std::string& key) const;    // `key` is the base's, not this map's
   void record_resolved(const std::string& key, const YAML::Node& value);
   // One conversion per supported type; false (and `expected` set) when the node does not convert.
   static bool convert(const YAML::Node& n, bool& out, std::string& expected);

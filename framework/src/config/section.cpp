@@ -22,7 +22,9 @@ Section::Section(std::shared_ptr<detail::ConfigState> state, std::string path, Y
     const std::string line =
         loc.str() + ": " + path_ + ": expected a map of keys, got '" + quote_value(node_) + "'";
     if (state_->error_set.insert(line).second) state_->errors.push_back(line);
-    node_ = YAML::Node(YAML::NodeType::Null);
+    // reset(), not assignment: YAML::Node's operator= would write the null into the tree, where
+    // every later reader of this key (a layer override over its section) would find it.
+    node_.reset(YAML::Node(YAML::NodeType::Null));
   }
 }
 
@@ -48,6 +50,7 @@ bool Section::has_own(const std::string& key) const {
                              ": the key has no value; give one, or remove the key to use the "
                              "default (on the command line, KEY=null removes a key)";
     if (state_->error_set.insert(line).second) state_->errors.push_back(line);
+    known_->insert(key);  // reported here: finish() must not call it unknown as well
   }
   return v.IsDefined() && !v.IsNull();
 }
@@ -75,11 +78,22 @@ Section Section::over(const Section& base) const {
 
 void Section::accept(const std::string& key) { known_->insert(key); }
 
+bool Section::from_base(const std::string& key) const {
+  return !key.empty() && !value(key).IsDefined() && base_ && base_->has(key);
+}
+
 Location Section::location(const std::string& key) const {
+  if (from_base(key)) return base_->location(key);
   return config().location(key.empty() ? path_ : key_path(key));
 }
 
 void Section::error(const std::string& key, const std::string& message) {
+  if (from_base(key)) {  // the value stands in the base: name it there, and who read it
+    const std::string as_base = base_->location(key).str() + ": " + base_->key_path(key) + ": ";
+    if (!state_->error_set.count(as_base + message))  // said once, where the base was read
+      base_->error(key, message + " (as " + path_ + " reads it)");
+    return;
+  }
   constexpr size_t kMaxLine = 2000;  // a message quoting a huge value stays one readable line
   std::string line = location(key).str() + ": " + key_path(key) + ": " + message;
   if (line.size() > kMaxLine) line = line.substr(0, kMaxLine) + "... (message cut)";

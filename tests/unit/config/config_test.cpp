@@ -85,6 +85,12 @@ TEST_CASE("a section over a base reads absent keys from it, each problem where i
   CHECK_THAT(errors[0], Contains("o.yaml:1:") && Contains("base.eps: expected a finite number"));
   CHECK_THAT(errors[1], Contains("o.yaml:1:") && Contains("base.typo: unknown key 'typo'"));
   CHECK_THAT(errors[2], Contains("o.yaml:2:") && Contains("layer.extra: unknown key 'extra'"));
+  // A problem found with a value the base holds is named there, saying who read it.
+  layer.error("heads", "too many for this layer");
+  REQUIRE(cfg.errors().size() == 4u);
+  CHECK_THAT(cfg.errors()[3],
+             Contains("o.yaml:1:") && Contains("base.heads: too many for this layer (as layer "
+                                               "reads it)"));
   // A map the layer names replaces the base's whole.
   Config named = Config::parse(
       "base: {position: {scheme: rope, theta: 9}}\n"
@@ -93,6 +99,24 @@ TEST_CASE("a section over a base reads absent keys from it, each problem where i
   Section own = named.section("layer").over(named.section("base")).child("position");
   CHECK(own.path() == "layer.position");
   CHECK_FALSE(own.has("theta"));
+}
+
+TEST_CASE("a value that is not a map is reported once and left in the tree", "[config]") {
+  // The reader that finds a scalar where a map belongs must not write a null over it: a second
+  // reader of the key (a layer override over its section) would then report a missing value.
+  Config cfg = Config::parse("base: {position: rope}\nlayer: {window: 8, eps:}\n", "m.yaml");
+  Section base = cfg.section("base");
+  base.child("position");
+  Section layer = cfg.section("layer").over(cfg.section("base"));
+  layer.child("position");
+  layer.get<int64_t>("window", 0);
+  layer.get<double>("eps", 1.0);
+  layer.finish();
+  CHECK(cfg.section("base").node()["position"].Scalar() == "rope");
+  // One line each: the scalar, and the key with no value (never also an unknown key).
+  REQUIRE(cfg.errors().size() == 2u);
+  CHECK_THAT(cfg.errors()[0], Contains("base.position: expected a map of keys, got 'rope'"));
+  CHECK_THAT(cfg.errors()[1], Contains("layer.eps: the key has no value"));
 }
 
 TEST_CASE("a missing config file is an error naming the file", "[config]") {
