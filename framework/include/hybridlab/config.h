@@ -186,6 +186,9 @@ class Section {
   YAML::Node value(const std::string& key) const;  // read without mutating the tree
   bool has_own(const std::string& key) const;      // has(), this map only
   bool from_base(const std::string& key) const;    // `key` is the base's, not this map's
+  // "file:line:col: path.key: message", cut to one readable line; record() keeps it once.
+  std::string line(const std::string& key, const std::string& message) const;
+  void record(const std::string& line) const;
   void record_resolved(const std::string& key, const YAML::Node& value);
   // One conversion per supported type; false (and `expected` set) when the node does not convert.
   static bool convert(const YAML::Node& n, bool& out, std::string& expected);

@@ -18,10 +18,8 @@ Section::Section(std::shared_ptr<detail::ConfigState> state, std::string path, Y
       node_(std::move(node)),
       known_(std::make_shared<std::set<std::string>>()) {
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
-    const Location loc = config().location(path_);
-    const std::string line =
-        loc.str() + ": " + path_ + ": expected a map of keys, got '" + quote_value(node_) + "'";
-    if (state_->error_set.insert(line).second) state_->errors.push_back(line);
+    record(config().location(path_).str() + ": " + path_ + ": expected a map of keys, got '" +
+           quote_value(node_) + "'");
     // reset(), not assignment: YAML::Node's operator= would write the null into the tree, where
     // every later reader of this key (a layer override over its section) would find it.
     node_.reset(YAML::Node(YAML::NodeType::Null));
@@ -46,10 +44,9 @@ bool Section::has_own(const std::string& key) const {
   const YAML::Node v = value(key);
   if (v.IsDefined() && v.IsNull()) {
     // A key written with no value (`key:` or `key: ~`) is an error, never a silent default.
-    const std::string line = location(key).str() + ": " + key_path(key) +
-                             ": the key has no value; give one, or remove the key to use the "
-                             "default (on the command line, KEY=null removes a key)";
-    if (state_->error_set.insert(line).second) state_->errors.push_back(line);
+    record(line(key,
+                "the key has no value; give one, or remove the key to use the default (on the "
+                "command line, KEY=null removes a key)"));
     known_->insert(key);  // reported here: finish() must not call it unknown as well
   }
   return v.IsDefined() && !v.IsNull();
@@ -89,14 +86,21 @@ Location Section::location(const std::string& key) const {
 
 void Section::error(const std::string& key, const std::string& message) {
   if (from_base(key)) {  // the value stands in the base: name it there, and who read it
-    const std::string as_base = base_->location(key).str() + ": " + base_->key_path(key) + ": ";
-    if (!state_->error_set.count(as_base + message))  // said once, where the base was read
+    if (!state_->error_set.count(base_->line(key, message)))  // said once, where the base was read
       base_->error(key, message + " (as " + path_ + " reads it)");
     return;
   }
+  record(line(key, message));
+}
+
+std::string Section::line(const std::string& key, const std::string& message) const {
   constexpr size_t kMaxLine = 2000;  // a message quoting a huge value stays one readable line
-  std::string line = location(key).str() + ": " + key_path(key) + ": " + message;
-  if (line.size() > kMaxLine) line = line.substr(0, kMaxLine) + "... (message cut)";
+  std::string out = location(key).str() + ": " + key_path(key) + ": " + message;
+  if (out.size() > kMaxLine) out = out.substr(0, kMaxLine) + "... (message cut)";
+  return out;
+}
+
+void Section::record(const std::string& line) const {
   if (state_->error_set.insert(line).second) state_->errors.push_back(line);
 }
 
