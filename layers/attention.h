@@ -15,6 +15,7 @@
 // tests/test_attn.py adds it.
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
