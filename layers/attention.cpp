@@ -531,7 +531,11 @@ torch::Tensor Attention::reference_block(const torch::Tensor& qb, const torch::T
 
 MixerInfo Attention::info(int64_t length) const {
   MixerInfo m;
-  m.position = scheme_->name();
+  // PaTH is the layer's own position method; a scheme with hooks adds to it (PaTH-FoX).
+  if (!opts_.path)
+    m.position = scheme_->name();
+  else
+    m.position = hooks_ == kHookNone ? "path" : "path+" + scheme_->name();
   m.position_hooks = hooks_;
   m.pairwise = true;
   m.kv_floats_per_token = 2 * n_kv_heads_ * head_dim_;

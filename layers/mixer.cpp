@@ -1,5 +1,7 @@
 #include "hybridlab/mixer.h"
 
+#include "hybridlab/position.h"
+
 namespace hybridlab {
 
 MixerCache::~MixerCache() = default;
@@ -11,6 +13,14 @@ int64_t MixerCache::bytes_of(std::initializer_list<const torch::Tensor*> tensors
   return n;
 }
 Mixer::~Mixer() = default;
+
+bool carries_position(const Mixer& mixer) {
+  const MixerInfo info = mixer.info(1);
+  const PositionScheme* scheme = mixer.position_scheme();
+  if (info.position_hooks != kHookNone || (scheme && scheme->hooks() != kHookNone)) return true;
+  // A hook-free scheme (NoPE) changes nothing; a name beside it is the mixer's own method.
+  return info.position != "-" && (!scheme || info.position != scheme->name());
+}
 PositionService::~PositionService() = default;
 
 }  // namespace hybridlab

@@ -93,7 +93,7 @@ void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ost
   size_t attention = 0, positional = 0;
   for (const auto& l : s.layers) {
     attention += l.pairwise ? 1 : 0;
-    positional += l.position_hooks ? 1 : 0;
+    positional += l.carries_position ? 1 : 0;
   }
   out << "\n";
   out << fmt::format("parameters        {} ({} total; embedding{} {}; shared position {})\n",
@@ -102,9 +102,10 @@ void print_summary(const ModelSummary& s, const ModelBuildContext& ctx, std::ost
                      s.shared_position_parameters);
   out << fmt::format("attention share   {:.1f}% ({} of {} layers use pairwise attention)\n",
                      100 * s.attention_share, attention, n);
-  out << fmt::format("position share    {:.1f}% ({} of {} layers apply a positional hook){}\n",
-                     100 * s.position_share, positional, n,
-                     s.input_position.empty() ? "" : "; input scheme " + s.input_position);
+  out << fmt::format(
+      "position share    {:.1f}% ({} of {} layers carry position: a hook or PaTH){}\n",
+      100 * s.position_share, positional, n,
+      s.input_position.empty() ? "" : "; input scheme " + s.input_position);
   out << fmt::format("recurrent state   {} floats per sequence ({} fp32), fixed\n",
                      s.recurrent_state_floats,
                      bytes(static_cast<double>(s.recurrent_state_floats)));

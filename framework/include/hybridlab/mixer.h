@@ -40,7 +40,10 @@ struct MixerCache {
 
 /// What `model summary` shows about one mixer.
 struct MixerInfo {
-  std::string position = "-";       ///< positional scheme name ("-" for mixers without one)
+  /// The position method of the mixer's scores: its positional scheme's name, or a method of the
+  /// mixer's own before it ("path" for PaTH attention with NoPE, "path+fox" with FoX); "-" for
+  /// mixers without one.
+  std::string position = "-";
   uint32_t position_hooks = 0;      ///< PositionHook mask of that scheme
   bool pairwise = false;            ///< computes pairwise (softmax) attention scores
   int64_t state_floats = 0;         ///< fixed-size decoding state per sequence (recurrent + conv)
@@ -133,6 +136,14 @@ class Mixer : public torch::nn::Module {
     return DocumentBoundaries::kSeparateRows;
   }
 };
+
+/// Whether `mixer`'s outputs depend on positions through something the position knock-out
+/// (AttentionAblation::no_position) removes: MixerInfo::position_hooks or its scheme's hooks are
+/// not kHookNone, or MixerInfo::position names a method of the mixer's own (anything but "-" and
+/// its scheme's name, e.g. PaTH's "path"). ModelSummary::position_share counts these layers, and
+/// `hybridlab analyze` plans a position knock-out for those with pairwise scores. Calls
+/// mixer.info(1); throws what it throws.
+bool carries_position(const Mixer& mixer);
 
 /// Version of the mixer plugin interface. The host refuses a mixer plugin built against another
 /// version before it calls anything in it. Bump on any change to Mixer, MixerCache, MixerInfo,

@@ -46,12 +46,13 @@ struct DecodeCache {
 /// One row of `hybridlab model summary`.
 struct LayerSummary {
   int64_t index = 0;
-  char letter = 0;              ///< pattern letter ('A', 'G')
-  std::string mixer;            ///< mixer type name
-  std::string position;         ///< positional scheme of the layer ("-" if the mixer has none)
-  uint32_t position_hooks = 0;  ///< PositionHook mask of that scheme
-  bool pairwise = false;        ///< the mixer computes pairwise (softmax) attention scores
-  bool overridden = false;      ///< a per-layer override applies
+  char letter = 0;                ///< pattern letter ('A', 'G')
+  std::string mixer;              ///< mixer type name
+  std::string position;           ///< MixerInfo::position: "rope", "path+fox", "-" without one
+  uint32_t position_hooks = 0;    ///< PositionHook mask of that scheme
+  bool carries_position = false;  ///< carries_position(): a hook or the mixer's own (PaTH)
+  bool pairwise = false;          ///< the mixer computes pairwise (softmax) attention scores
+  bool overridden = false;        ///< a per-layer override applies
   int64_t parameters =
       0;  ///< parameters of the block (mixer + MLP + norms), shared schemes excluded
   int64_t mixer_parameters = 0;
@@ -72,7 +73,9 @@ struct ModelSummary {
   int64_t embedding_parameters = 0;        ///< token embedding (+ untied or autoencoder head)
   int64_t shared_position_parameters = 0;  ///< schemes shared across layers (counted once)
   double attention_share = 0;              ///< share of layers with pairwise attention
-  double position_share = 0;           ///< share of layers whose attention uses a positional hook
+  /// Share of layers that carry position (carries_position(): a positional hook, or the mixer's
+  /// own method such as PaTH's transforms).
+  double position_share = 0;
   int64_t recurrent_state_floats = 0;  ///< sum of fixed per-sequence decoding state
   int64_t kv_floats_per_token = 0;     ///< sum of KV cache floats per cached token
   double flops_per_token = 0;          ///< forward FLOPs per token incl. the head

@@ -82,7 +82,7 @@ struct EvalVariantResult {
 struct ModelRecord {
   int64_t layers = 0;
   double attention_share = 0;          ///< share of layers with pairwise attention
-  double position_share = 0;           ///< share of layers whose attention uses a position hook
+  double position_share = 0;           ///< ModelSummary::position_share
   int64_t recurrent_state_floats = 0;  ///< fixed decoding state per sequence (recurrent + conv)
   int64_t kv_floats_per_token = 0;     ///< KV cache floats per cached token per sequence
 };

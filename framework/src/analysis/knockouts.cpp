@@ -22,7 +22,8 @@ const Mixer& mixer_of(const LanguageModel& model, size_t layer) {
 std::string layer_label(const LanguageModel& model, size_t layer) {
   std::string out =
       "layer " + std::to_string(layer) + " (" + model.layer_mixer_name(static_cast<int64_t>(layer));
-  if (const PositionScheme* p = mixer_of(model, layer).position_scheme()) out += ", " + p->name();
+  const std::string position = mixer_of(model, layer).info(1).position;
+  if (position != "-") out += ", " + position;
   return out + ")";
 }
 
@@ -70,8 +71,8 @@ std::vector<Knockout> plan_knockouts(const LanguageModel& model,
     Knockout all{"position", -2, "all positions", 0, none(), ""};
     int64_t sources = 0;
     for (size_t i = 0; i < n; ++i) {
-      const PositionScheme* p = mixer_of(model, i).position_scheme();
-      if (!p || p->hooks() == kHookNone) continue;
+      const Mixer& m = mixer_of(model, i);
+      if (!m.info(1).pairwise || !carries_position(m)) continue;
       Knockout k = at_layer("position", i, 0);
       k.ablation.layers[i].attention.no_position = true;
       all.ablation.layers[i].attention.no_position = true;

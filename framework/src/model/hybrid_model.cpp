@@ -418,7 +418,8 @@ ModelSummary HybridModel::summary(int64_t length) const {
     l.flops_per_token = info.flops_per_token + mlp_flops;
     l.details = info.details;
     pairwise += info.pairwise ? 1 : 0;
-    positional += info.position_hooks != 0 ? 1 : 0;
+    l.carries_position = carries_position(*b.mixer);
+    positional += l.carries_position ? 1 : 0;
     s.recurrent_state_floats += l.state_floats;
     s.kv_floats_per_token += l.kv_floats_per_token;
     s.flops_per_token += l.flops_per_token;
