@@ -100,7 +100,8 @@ void add_inspect_command(CLI::App& app) {
       "position",
       "Write a positional scheme's tables (PE matrix, bias per head, inverse frequencies, "
       "relative indices: whichever it has) as CSV with a header row, and gnuplot PNGs "
-      "(heatmaps for matrices, line plots for vectors)");
+      "(heatmaps for matrices, line plots for vectors). PaTH and stick-breaking are attention "
+      "options, not schemes: `inspect attention` shows them on a trained run");
   pos->add_option("--scheme", args->scheme,
                   "Scheme name (as in YAML `position: {scheme: ...}`) or a .so path")
       ->required();
@@ -126,6 +127,7 @@ void add_inspect_command(CLI::App& app) {
   pos->add_flag("--no-plots", args->no_plots, "Write the CSV tables only");
   pos->add_option("--plugin-path", args->plugin_paths, "Extra plugin folder(s) to search first");
   pos->callback([args] { run_inspect_position(*args); });
+  add_inspect_attention_command(*inspect);
 }
 
 }  // namespace hybridlab::cli

@@ -17,9 +17,11 @@ namespace hybridlab::cli {
 /// one ConfigError listing every problem. Implemented in validate.cpp.
 void validate_experiment_config(Config& cfg);
 
-void add_config_command(CLI::App& app);    // config show
-void add_plugins_command(CLI::App& app);   // plugins list
-void add_inspect_command(CLI::App& app);   // inspect position
+void add_config_command(CLI::App& app);   // config show
+void add_plugins_command(CLI::App& app);  // plugins list
+void add_inspect_command(CLI::App& app);  // inspect position, inspect attention
+/// `inspect attention` (cmd_inspect_attention.cpp), under the `inspect` subcommand.
+void add_inspect_attention_command(CLI::App& inspect);
 void add_model_command(CLI::App& app);     // model summary
 void add_run_commands(CLI::App& app);      // run, train, eval, sweep, report
 void add_analyze_command(CLI::App& app);   // analyze (cmd_analyze.cpp)
