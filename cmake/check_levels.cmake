@@ -73,6 +73,7 @@ set(public_run run)
 set(public_run_record run)
 set(public_distributed distributed)
 set(public_analysis analysis)
+set(public_attention_maps analysis)
 set(public_analysis_options experiment)  # the `report.analysis` options the experiment reads
 set(public_report report)
 
