@@ -16,6 +16,8 @@
 #include "hybridlab/error.h"
 #include "hybridlab/inspect.h"
 #include "hybridlab/run_build.h"
+#include "plot/gnuplot.h"
+#include "util/atomic_file.h"
 
 namespace hybridlab::cli {
 
@@ -54,6 +56,20 @@ std::string distances(const torch::Tensor& w) {
 }
 
 void run_inspect_attention(const InspectAttentionArgs& a) {
+  // runs/<experiment>/<run>, however it is typed ("runs/x/run/", ".", an absolute path).
+  std::filesystem::path dir = std::filesystem::absolute(a.run_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  const std::string run_name = dir.filename().string();
+  const std::string out =
+      a.out.empty() ? "inspect_attention_" + dir.parent_path().filename().string() + "_" + run_name
+                    : a.out;
+  // Before any work: where the tables go must be new, and the plots drawable.
+  require_new_folder(out, "inspect attention");
+  if (!a.no_plots && !plot::gnuplot_available()) {
+    throw UserError(
+        "cannot draw the heatmaps: 'gnuplot' is not on PATH (install the Debian package "
+        "gnuplot-nox, or pass --no-plots for the CSV tables alone)");
+  }
   std::vector<int64_t> lengths;
   if (a.length > 0) lengths.push_back(a.length);
   TrainedRun t = load_trained_run(RunFolder(a.run_dir), lengths);
@@ -78,11 +94,6 @@ void run_inspect_attention(const InspectAttentionArgs& a) {
   const torch::Tensor tokens = set.tokens.slice(0, a.example, a.example + 1).to(device);
   const std::vector<LayerAttentionMap> maps = attention_maps(*b.model, tokens, a.layer);
 
-  std::string run_name = std::filesystem::path(a.run_dir).lexically_normal().filename().string();
-  if (run_name.empty() || run_name == ".")  // "runs/x/" normalises to "runs/x/", filename ""
-    run_name =
-        std::filesystem::path(a.run_dir).lexically_normal().parent_path().filename().string();
-  const std::string out = a.out.empty() ? "inspect_attention_" + run_name : a.out;
   std::cout << fmt::format("{}: example {} of the eval set at length {}\n", a.run_dir, a.example,
                            length);
   std::vector<PositionTable> tables;
@@ -96,8 +107,11 @@ void run_inspect_attention(const InspectAttentionArgs& a) {
       if (m.without_position.defined()) tables.push_back(weight_table(m, h, true));
     }
   }
-  const auto written = inspect::write_position_tables(tables, out, run_name, !a.no_plots);
-  std::cout << fmt::format("wrote {} files ({} tables{}) to {}\n", written.size(), tables.size(),
+  size_t files = 0;
+  write_folder_atomic(out, "inspect attention", [&](const std::string& tmp) {
+    files = inspect::write_position_tables(tables, tmp, run_name, !a.no_plots).size();
+  });
+  std::cout << fmt::format("wrote {} files ({} tables{}) to {}\n", files, tables.size(),
                            a.no_plots ? "" : " and heatmaps", out);
 }
 
@@ -124,7 +138,8 @@ void add_inspect_attention_command(CLI::App& inspect) {
   c->add_option("--example", args->example, "Which example of the eval set")
       ->check(integer_in(0, 4095))
       ->capture_default_str();
-  c->add_option("--out", args->out, "Output folder (default inspect_attention_<run>)");
+  c->add_option("--out", args->out,
+                "New (or empty) output folder (default inspect_attention_<experiment>_<run>)");
   c->add_flag("--no-plots", args->no_plots, "Write the CSV tables only");
   c->callback([args] { run_inspect_attention(*args); });
 }

@@ -99,6 +99,14 @@ TEST_CASE("inspect attention refuses what it cannot draw, writing nothing",
   refused(q(run) + " --layer 2", "--layer 2: the model has 2 layers");
   refused(q(run) + " --length 4096", "--length: '4096' is not an integer from 1 to 1024");
   refused(q(tmp.path), "is not a run folder");
+  // An output folder that holds anything is refused before any work, and left as it was.
+  fs::create_directories(out);
+  std::ofstream(out / "notes.txt") << "mine\n";
+  const Result r = cli("inspect attention " + q(run) + " --no-plots --out " + q(out), 120);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is not empty; give a new or empty folder"));
+  CHECK_THAT(r.out, !Catch::Contains("mean key distance"));
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
 }
 
 }  // namespace inspect_attention_cli_test

@@ -62,7 +62,9 @@ class PasskeyTask : public SyntheticTask {
     return short_length_problem(
         L, fixed_tokens(),
         fmt::format("the template without filler is {} {}{}", fixed_tokens(), unit(),
-                    o_.intro ? " (task.intro: false drops the 151-byte description)" : ""));
+                    o_.intro ? fmt::format(" (task.intro: false drops the {}-{} description)",
+                                           head_.size(), enc_.bytes() ? "byte" : "token")
+                             : ""));
   }
 
   Batch generate(at::Generator& gen, int64_t n, int64_t L, Split) override {
@@ -119,7 +121,9 @@ TaskType passkey_task_type() {
             o.tokenizer = read_tokenizer_option(s, ctx);
             const bool tokenizer_failed =
                 !o.tokenizer && s.get<std::string>("tokenizer", "bytes") != "bytes";
-            s.check(o.max_key >= 1, "max_key", "must be >= 1 (50000 in the paper)");
+            // Up to 10^15: the key is drawn as max_key + 1 exclusive, in int64, and read as digits.
+            s.check(o.max_key >= 1 && o.max_key <= 1000000000000000, "max_key",
+                    "must be in [1, 10^15] (50000 in the paper)");
             auto task = std::make_shared<PasskeyTask>(o);
             s.check(tokenizer_failed || o.seq_len >= task->fixed_tokens(), "seq_len",
                     fmt::format("must be >= {} {} (the template without filler){}",

@@ -14,6 +14,12 @@ std::shared_ptr<const tokenizer::BpeTokenizer> read_tokenizer_option(Section& s,
                                                                      const TaskContext& ctx) {
   const std::string name = s.get<std::string>("tokenizer", "bytes");
   if (name == "bytes") return nullptr;
+  if (name.empty()) {
+    s.error("tokenizer",
+            "is empty; give bytes, gpt2, or the path of a tokenizer.json, a folder "
+            "holding one, or a js-tiktoken rank file");
+    return nullptr;
+  }
   const bool gpt2 = name == "gpt2";
   const std::string given = gpt2 ? "data/tokenizers/gpt2.js" : name;
   const std::filesystem::path path = resolve_data_path(given, ctx.config_dir);

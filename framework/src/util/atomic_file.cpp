@@ -95,6 +95,43 @@ void write_file_atomic(const std::string& path, const std::function<bool(std::FI
   write_atomic(path, write, -1);
 }
 
+void require_new_folder(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!path_present(dir)) return;
+  if (!fs::is_directory(dir, ec) || fs::is_symlink(dir, ec)) {
+    throw UserError("'" + dir + "' exists and is not a folder; give a new folder for " + what);
+  }
+  if (!fs::is_empty(dir, ec)) {
+    throw UserError("'" + dir + "' is not empty; give a new or empty folder (" + what +
+                    " never overwrites files)");
+  }
+}
+
+std::string write_folder_atomic(const std::string& dir, const std::string& what,
+                                const std::function<void(const std::string& tmp)>& write) {
+  namespace fs = std::filesystem;
+  require_new_folder(dir, what);
+  const fs::path out = fs::absolute(dir).lexically_normal();
+  const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp, ec);
+    write(tmp.string());
+    if (fs::exists(out, ec)) fs::remove(out, ec);  // empty (checked above)
+    fs::rename(tmp, out, ec);
+    if (ec) {
+      throw UserError("cannot move '" + tmp.string() + "' to '" + out.string() +
+                      "': " + ec.message());
+    }
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return out.string();
+}
+
 namespace {
 
 // The writer's pid when `name` is "<anything>.tmp.<pid>", else 0.

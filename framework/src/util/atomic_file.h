@@ -18,6 +18,19 @@ void write_file_atomic(const std::string& path, const std::string& content);
 /// what it throws is rethrown after the temporary file is removed. Same errors otherwise.
 void write_file_atomic(const std::string& path, const std::function<bool(std::FILE*)>& write);
 
+/// Throws UserError naming `dir` unless it is absent or an empty folder (not a link to one):
+/// output folders a command fills never mix its files with others. `what` names the command's
+/// output in the message ("an export", "inspect attention").
+void require_new_folder(const std::string& dir, const std::string& what);
+
+/// Fills the new folder `dir` as a whole: `write` gets a fresh sibling `<dir>.tmp.<pid>` to fill,
+/// which is renamed to `dir` when `write` returns, so an interrupted or failed write leaves nothing
+/// at `dir`. Checks require_new_folder(dir, what) first. On any exception (from `write` or the
+/// rename, a UserError naming both folders) the sibling is removed and the exception rethrown.
+/// Returns dir's absolute path.
+std::string write_folder_atomic(const std::string& dir, const std::string& what,
+                                const std::function<void(const std::string& tmp)>& write);
+
 /// Removes the `<name>.tmp.<pid>` files write_file_atomic left in `dir` and its subfolders when
 /// a process was killed between writing and renaming, those of processes no longer alive only
 /// (a live writer's file is its own). Call it holding the folder's lock. Returns how many were

@@ -154,7 +154,14 @@ TEST_CASE("passkey and niah refuse a bad tokenizer once, at its key", "[job][tas
         task_error(std::string("task: {name: ") + name + ", tokenizer: /nonexistent/t.json}");
     CHECK_THAT(e, Catch::Contains("task.tokenizer") && Catch::Contains("does not exist"));
     CHECK_THAT(e, !Catch::Contains("seq_len"));
+    // An empty name is not the experiment's folder.
+    CHECK_THAT(task_error(std::string("task: {name: ") + name + ", tokenizer: ''}"),
+               Catch::Contains("exp.yaml:1:") && Catch::Contains("task.tokenizer: is empty"));
   }
+  // A key past 10^15 would overflow the draw (max_key + 1 in int64).
+  CHECK_THAT(task_error("task: {name: passkey, max_key: 9223372036854775807}"),
+             Catch::Contains("task.max_key: must be in [1, 10^15]"));
+  CHECK(task_error("task: {name: passkey, max_key: 1000000000000000, seq_len: 400}").empty());
 }
 
 }  // namespace retrieval_tokens_test
