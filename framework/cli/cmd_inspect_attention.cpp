@@ -72,7 +72,7 @@ void run_inspect_attention(const InspectAttentionArgs& a) {
   }
   std::vector<int64_t> lengths;
   if (a.length > 0) lengths.push_back(a.length);
-  TrainedRun t = load_trained_run(RunFolder(a.run_dir), lengths);
+  TrainedRun t = load_trained_run(RunFolder(a.run_dir), lengths, 0, "--length");
   BuiltRun& b = t.built;
   Task& task = *b.exp.task;
   const int64_t length = a.length > 0 ? a.length : task.seq_len();

@@ -98,6 +98,8 @@ TEST_CASE("inspect attention refuses what it cannot draw, writing nothing",
   refused(q(run) + " --layer 0", "--layer 0 is layer 0 (gated_deltanet)");
   refused(q(run) + " --layer 2", "--layer 2: the model has 2 layers");
   refused(q(run) + " --length 4096", "--length: '4096' is not an integer from 1 to 1024");
+  // A length the task cannot hold is blamed on --length, not on the run's files.
+  refused(q(run) + " --length 8", "--length 8: ");
   refused(q(tmp.path), "is not a run folder");
   // An output folder that holds anything is refused before any work, and left as it was.
   fs::create_directories(out);

@@ -72,8 +72,9 @@ struct TrainedRun {
 /// eval.examples, both read (and refused) as the file's values would be. The caller holds the
 /// run's lock. Throws UserError when the folder is not a run, is not trained to its last step
 /// (naming its state), or holds no checkpoint; and what build_run throws (e.g. a plugin that is
-/// gone).
+/// gone); a ConfigError or DataError is prefixed "`lengths_option` L1,L2: " when `lengths` were
+/// given (the command-line option that gave them).
 TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths = {},
-                            int64_t examples = 0);
+                            int64_t examples = 0, const std::string& lengths_option = "--lengths");
 
 }  // namespace hybridlab

@@ -348,11 +348,14 @@ void check_vocabulary(Section& root, const Config& cfg, Experiment& e) {
     // Token ids past the embedding table fail deep inside LibTorch ("index out of range").
     Section task_s = root.child("task");
     Section model_s = root.child("model");
+    // Only a task that reads task.vocab_size (its default is then in the resolved config) can
+    // lower it; passkey's bytes or a tokenizer's ids cannot.
+    const bool task_key = cfg.resolved()["task"]["vocab_size"].IsDefined();
     const std::string msg = fmt::format(
-        "task '{}' uses token ids up to {} (task.vocab_size {}) but model.vocab_size is {}; set "
-        "model.vocab_size to at least {} or lower task.vocab_size",
+        "task '{}' uses token ids up to {} ({} ids) but model.vocab_size is {}; set "
+        "model.vocab_size to at least {}{}",
         e.task->name(), e.task->vocab_size() - 1, e.task->vocab_size(), model_vocab,
-        e.task->vocab_size());
+        e.task->vocab_size(), task_key ? " or lower task.vocab_size" : "");
     if (model_s.has("vocab_size") || !task_s.has("vocab_size")) {
       model_s.error("vocab_size", msg);
     } else {

@@ -23,7 +23,7 @@ std::pair<Config, RunIdentity> folder_config(const RunFolder& folder) {
 }
 
 TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>& lengths,
-                            int64_t examples) {
+                            int64_t examples, const std::string& lengths_option) {
   auto [cfg, id] = folder_config(folder);
   const RunState state = folder.status().state;
   if (state != RunState::kTrained && state != RunState::kFinished) {
@@ -42,10 +42,14 @@ TrainedRun load_trained_run(const RunFolder& folder, const std::vector<int64_t>&
   BuiltRun b;
   try {
     b = build_run(cfg, id.config_dir);
-  } catch (const DataError& e) {
-    // The lengths asked for on the command line stand in for eval.lengths: say which they were.
+  } catch (const ConfigError& e) {
+    // The lengths asked for on the command line stand in for eval.lengths (and set the longest
+    // length the model is built for, e.g. against a learned table): say which option gave them.
     if (lengths.empty()) throw;
-    throw DataError(fmt::format("--lengths {}: {}", fmt::join(lengths, ","), e.what()));
+    throw ConfigError(fmt::format("{} {}: {}", lengths_option, fmt::join(lengths, ","), e.what()));
+  } catch (const DataError& e) {
+    if (lengths.empty()) throw;
+    throw DataError(fmt::format("{} {}: {}", lengths_option, fmt::join(lengths, ","), e.what()));
   }
   if (load_model_checkpoint(*b.model, folder.dir()) < 0) {
     throw UserError(fmt::format("'{}' holds no checkpoint; train it first (hybridlab run / train)",
