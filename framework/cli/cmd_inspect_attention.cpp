@@ -89,9 +89,8 @@ void run_inspect_attention(const InspectAttentionArgs& a) {
     throw UserError(fmt::format("--example {}: the eval set at length {} has {} examples",
                                 a.example, length, set.tokens.size(0)));
   }
-  const auto params = b.model->parameters();
-  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
-  const torch::Tensor tokens = set.tokens.slice(0, a.example, a.example + 1).to(device);
+  const torch::Tensor tokens =
+      set.tokens.slice(0, a.example, a.example + 1).to(model_device(*b.model));
   const std::vector<LayerAttentionMap> maps = attention_maps(*b.model, tokens, a.layer);
 
   std::cout << fmt::format("{}: example {} of the eval set at length {}\n", a.run_dir, a.example,

@@ -100,6 +100,12 @@ struct ModelAblation {
   std::vector<LayerAblation> layers;
 };
 
+class LanguageModel;
+
+/// The device of `model`'s parameters (its first one's; the CPU when it has none): where its
+/// inputs go.
+torch::Device model_device(const LanguageModel& model);
+
 /// A causal language model over a token vocabulary.
 class LanguageModel : public torch::nn::Module {
  public:

@@ -157,8 +157,7 @@ std::vector<HeadStats> head_stats_at(LanguageModel& model, Task& task, const Eva
     model.layer_mixer(static_cast<int64_t>(i)).set_probes(probes);
   }
   const Batch set = task.eval_set(length, examples, static_cast<uint64_t>(eval.seed));
-  const auto params = model.parameters();
-  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const torch::Device device = model_device(model);
   const int64_t bs = eval.batch_rows(length, model.vocab_size());
   const int64_t rows = set.tokens.size(0);
   for (int64_t b0 = 0; b0 < rows; b0 += bs) {

@@ -77,8 +77,7 @@ LengthResult score_set(LanguageModel& model, Task& task, const EvalOptions& eval
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  const auto params = model.parameters();
-  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const torch::Device device = model_device(model);
   const int64_t examples = set.tokens.size(0);
   const bool split = group && group->world_size() > 1;
   if (split) {

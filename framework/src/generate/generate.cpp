@@ -108,8 +108,7 @@ Generation generate(LanguageModel& model, const torch::Tensor& prompt, const Gen
   }
   torch::NoGradGuard no_grad;
   EvalModeGuard eval_mode(model);
-  const auto params = model.parameters();
-  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const torch::Device device = model_device(model);
   at::Generator gen = at::detail::createCPUGenerator(o.seed);
   std::unique_ptr<DecodeCache> cache = model.new_cache();
 

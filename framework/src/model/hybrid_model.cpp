@@ -16,6 +16,11 @@ namespace hybridlab {
 DecodeCache::~DecodeCache() = default;
 LanguageModel::~LanguageModel() = default;
 
+torch::Device model_device(const LanguageModel& model) {
+  const auto params = model.parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+}
+
 Mixer& LanguageModel::layer_mixer(int64_t i) const {
   throw std::out_of_range(
       fmt::format("layer_mixer: no layer {} (the model has {} layers)", i, num_layers()));

@@ -54,9 +54,7 @@ class PasskeyTask : public SyntheticTask {
   int64_t fixed_tokens() const {
     const int64_t key = PieceEncoder::most_tokens(
         1 + static_cast<int64_t>(std::to_string(o_.max_key).size()));  // " K"
-    return static_cast<int64_t>(head_.size() + is_.size() + remember_.size() + is_key_.size() +
-                                question_.size()) +
-           3 * key;
+    return fixed_text_tokens() + 3 * key;
   }
   std::string length_problem(int64_t L) const override {
     return short_length_problem(
@@ -75,9 +73,7 @@ class PasskeyTask : public SyntheticTask {
       // The lines of the template, with " K" its own piece: "\nThe pass key is" " K" ". Remember
       // it." " K" " is the pass key.\n", and " K" again after the question.
       const std::vector<int64_t> key = enc_.encode(" " + std::to_string(keys[i].item<int64_t>()));
-      const int64_t fixed = static_cast<int64_t>(head_.size() + is_.size() + remember_.size() +
-                                                 is_key_.size() + question_.size()) +
-                            3 * static_cast<int64_t>(key.size());
+      const int64_t fixed = fixed_text_tokens() + 3 * static_cast<int64_t>(key.size());
       const int64_t budget = L - fixed;
       const auto a =
           static_cast<int64_t>(depth[i].item<double>() * static_cast<double>(budget + 1));
@@ -103,6 +99,11 @@ class PasskeyTask : public SyntheticTask {
   }
 
  private:
+  /// Tokens of the template's text pieces, without the filler and the three " K".
+  int64_t fixed_text_tokens() const {
+    return static_cast<int64_t>(head_.size() + is_.size() + remember_.size() + is_key_.size() +
+                                question_.size());
+  }
   PasskeyOptions o_;
   PieceEncoder enc_;
   const std::vector<int64_t> head_, is_, remember_, is_key_, question_;

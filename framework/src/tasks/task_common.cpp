@@ -11,6 +11,7 @@
 #include "hybridlab/error.h"
 #include "hybridlab/task.h"
 #include "tasks/mixture.h"
+#include "tasks/piece_encoder.h"
 #include "tasks/registry.h"
 #include "tasks/synthetic.h"
 
@@ -159,19 +160,12 @@ std::map<std::string, double> retrieval_chance() {
 
 Batch byte_examples(const std::vector<std::string>& texts,
                     const std::vector<int64_t>& answer_begin) {
-  const int64_t n = static_cast<int64_t>(texts.size());
-  const int64_t L = n ? static_cast<int64_t>(texts[0].size()) : 0;
-  torch::Tensor seq = torch::empty({n, L}, torch::kLong);
-  torch::Tensor targets = torch::full({n, L}, kIgnoreIndex, torch::kLong);
-  int64_t* sp = seq.data_ptr<int64_t>();
-  int64_t* tp = targets.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string& t = texts[i];
-    for (int64_t j = 0; j < L; ++j) sp[i * L + j] = static_cast<unsigned char>(t[j]);
-    // Position p predicts byte p+1: the answer bytes are predicted from [begin-1, L-1).
-    for (int64_t j = answer_begin[i]; j < L; ++j) tp[i * L + j - 1] = sp[i * L + j];
+  std::vector<PieceRow> rows(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    for (char c : texts[i]) rows[i].tokens.push_back(static_cast<unsigned char>(c));
+    rows[i].answer_begin = answer_begin[i];
   }
-  return {seq, targets};
+  return token_examples(rows);
 }
 
 std::string short_length_problem(int64_t L, int64_t min_length, const std::string& why, bool even) {

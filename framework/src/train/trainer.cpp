@@ -451,7 +451,7 @@ TrainSummary train(LanguageModel& model, Task& task, const Experiment& exp, cons
   const TrainOptions& o = exp.train;
   TrainSummary summary;
   const auto params = model.parameters();
-  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  const torch::Device device = model_device(model);
   auto opt = make_optimizer(model, o);
   const auto [parallel, world, rank, writer] = rank_of(group, o.batch_size);
   const std::string metrics_path = folder.metrics_path();
